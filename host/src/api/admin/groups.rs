@@ -1,0 +1,181 @@
+//! Groups (tenants) and memberships under `/api/admin/groups`.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{actor_audit, new_id, ok, text_field};
+use crate::api::error::AdminError;
+use crate::api::json::AdminJson;
+use crate::app::AppState;
+use crate::audit::{Audit, category, kind};
+use crate::auth::Admin;
+use crate::store::model::{Group, GroupStatus};
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CreateGroup {
+    pub name: String,
+    #[serde(default)]
+    pub description: String,
+    #[serde(default)]
+    pub status: GroupStatus,
+    #[serde(default)]
+    pub default_policy: Option<String>,
+}
+
+/// Partial update; absent fields keep their value. `defaultPolicy: null` clears it.
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct UpdateGroup {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub description: Option<String>,
+    #[serde(default)]
+    pub status: Option<GroupStatus>,
+    #[serde(default, with = "double_option")]
+    pub default_policy: Option<Option<String>>,
+}
+
+/// Distinguishes an absent field from an explicit `null`.
+mod double_option {
+    use serde::{Deserialize, Deserializer};
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
+        Ok(Some(Option::deserialize(d)?))
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct AddMember {
+    pub user_id: String,
+}
+
+/// A group as the admin management routes show it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupView {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    pub status: GroupStatus,
+    pub default_policy: Option<String>,
+    pub created_at: String,
+}
+
+impl From<&Group> for GroupView {
+    fn from(g: &Group) -> Self {
+        GroupView {
+            id: g.id.clone(),
+            name: g.name.clone(),
+            description: g.description.clone(),
+            status: g.status,
+            default_policy: g.default_policy.clone(),
+            created_at: crate::api::time::iso(g.created_at),
+        }
+    }
+}
+
+pub async fn create(
+    State(app): State<AppState>,
+    Admin(ctx): Admin,
+    AdminJson(body): AdminJson<CreateGroup>,
+) -> Result<(StatusCode, Json<Value>), AdminError> {
+    let group = Group {
+        id: new_id("grp"),
+        name: text_field("name", &body.name, 200, true)?,
+        description: text_field("description", &body.description, 2000, false)?,
+        status: body.status,
+        created_at: chrono::Utc::now(),
+        default_policy: body.default_policy,
+    };
+    let audit = actor_audit(
+        &app,
+        &ctx,
+        Audit::new(kind::GROUP_MANAGEMENT, category::ACCESS_CONTROL, format!("Group {} created", group.name))
+            .meta("operation", "create_group")
+            .meta("groupId", group.id.clone()),
+        "POST /api/admin/groups",
+    )
+    .build();
+    let group = app.store.create_group(group, audit).await?;
+    Ok((StatusCode::CREATED, ok(GroupView::from(&group))))
+}
+
+pub async fn update(
+    State(app): State<AppState>,
+    Admin(ctx): Admin,
+    Path(id): Path<String>,
+    AdminJson(body): AdminJson<UpdateGroup>,
+) -> Result<Json<Value>, AdminError> {
+    let mut group = app.store.get_group(&id)?.ok_or_else(|| AdminError::not_found(format!("group {id} not found")))?;
+    if let Some(name) = &body.name {
+        group.name = text_field("name", name, 200, true)?;
+    }
+    if let Some(d) = &body.description {
+        group.description = text_field("description", d, 2000, false)?;
+    }
+    if let Some(s) = body.status {
+        group.status = s;
+    }
+    let policy_changed = body.default_policy.is_some();
+    if let Some(p) = body.default_policy {
+        group.default_policy = p;
+    }
+    let (k, cat) = if policy_changed {
+        (kind::POLICY_MANAGEMENT, category::DATA_PROTECTION)
+    } else {
+        (kind::GROUP_MANAGEMENT, category::ACCESS_CONTROL)
+    };
+    let mut audit =
+        Audit::new(k, cat, format!("Group {} updated", group.name)).meta("operation", "update_group").meta("groupId", group.id.clone());
+    if policy_changed {
+        audit =
+            audit.meta("policyName", group.default_policy.clone().unwrap_or_default()).meta("setAsActive", group.default_policy.is_some());
+    }
+    let audit = actor_audit(&app, &ctx, audit, "PUT /api/admin/groups/{id}").build();
+    let group = app.store.update_group(group, audit).await?;
+    Ok(ok(GroupView::from(&group)))
+}
+
+pub async fn add_member(
+    State(app): State<AppState>,
+    Admin(ctx): Admin,
+    Path(id): Path<String>,
+    AdminJson(body): AdminJson<AddMember>,
+) -> Result<(StatusCode, Json<Value>), AdminError> {
+    let audit = actor_audit(
+        &app,
+        &ctx,
+        Audit::new(kind::GROUP_MANAGEMENT, category::ACCESS_CONTROL, format!("User {} added to group {id}", body.user_id))
+            .meta("operation", "add_group_member")
+            .meta("groupId", id.clone())
+            .meta("targetUserId", body.user_id.clone()),
+        "POST /api/admin/groups/{id}/members",
+    )
+    .build();
+    app.store.add_member(&id, &body.user_id, audit).await?;
+    Ok((StatusCode::CREATED, ok(serde_json::json!({"groupId": id, "userId": body.user_id}))))
+}
+
+pub async fn remove_member(
+    State(app): State<AppState>,
+    Admin(ctx): Admin,
+    Path((id, user_id)): Path<(String, String)>,
+) -> Result<Json<Value>, AdminError> {
+    let audit = actor_audit(
+        &app,
+        &ctx,
+        Audit::new(kind::GROUP_MANAGEMENT, category::ACCESS_CONTROL, format!("User {user_id} removed from group {id}"))
+            .meta("operation", "remove_group_member")
+            .meta("groupId", id.clone())
+            .meta("targetUserId", user_id.clone()),
+        "DELETE /api/admin/groups/{id}/members/{userId}",
+    )
+    .build();
+    app.store.remove_member(&id, &user_id, audit).await?;
+    Ok(ok(serde_json::json!({"groupId": id, "userId": user_id, "removed": true})))
+}

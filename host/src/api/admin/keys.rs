@@ -1,0 +1,256 @@
+//! API keys under `/api/admin/keys`. The secret is returned once, by create.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+
+use super::{actor_audit, new_id, ok, text_field};
+use crate::api::error::AdminError;
+use crate::api::json::AdminJson;
+use crate::app::AppState;
+use crate::audit::{Audit, category, kind};
+use crate::auth::Admin;
+use crate::auth::keys::ApiKeySecret;
+use crate::store::model::{ApiKeyRecord, LimitOverrides};
+
+/// Options a key carries; shared by create and update.
+#[derive(Debug, Default, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct KeyOptions {
+    #[serde(default)]
+    pub name: Option<String>,
+    #[serde(default)]
+    pub admin: Option<bool>,
+    #[serde(default)]
+    pub group_id: Option<String>,
+    #[serde(default)]
+    pub allowed_models: Option<Vec<String>>,
+    #[serde(default)]
+    pub allowed_indexes: Option<Vec<String>>,
+    #[serde(default)]
+    pub allowed_policies: Option<Vec<String>>,
+    #[serde(default)]
+    pub default_policy: Option<String>,
+    #[serde(default)]
+    pub limits: Option<LimitsBody>,
+}
+
+#[derive(Debug, Default, Deserialize, Serialize, Clone)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct LimitsBody {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_minute: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_hour: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_day: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub per_month: Option<u64>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct CreateKey {
+    /// Owner; billed by default.
+    pub user_id: String,
+    #[serde(flatten)]
+    pub options: KeyOptions,
+}
+
+/// A key as listings show it: never the secret nor its hash.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KeyView {
+    pub id: String,
+    pub user_id: String,
+    pub name: String,
+    pub prefix: String,
+    pub admin: bool,
+    pub group_id: Option<String>,
+    pub allowed_models: Option<Vec<String>>,
+    pub allowed_indexes: Option<Vec<String>>,
+    pub allowed_policies: Option<Vec<String>>,
+    pub default_policy: Option<String>,
+    pub limits: LimitsBody,
+    pub created_at: String,
+    pub revoked_at: Option<String>,
+    pub status: &'static str,
+}
+
+impl From<&ApiKeyRecord> for KeyView {
+    fn from(k: &ApiKeyRecord) -> Self {
+        KeyView {
+            id: k.id.clone(),
+            user_id: k.user_id.clone(),
+            name: k.name.clone(),
+            prefix: k.prefix.clone(),
+            admin: k.admin,
+            group_id: k.group_id.clone(),
+            allowed_models: k.allowed_models.clone(),
+            allowed_indexes: k.allowed_indexes.clone(),
+            allowed_policies: k.allowed_policies.clone(),
+            default_policy: k.default_policy.clone(),
+            limits: LimitsBody {
+                per_minute: k.limits.per_minute,
+                per_hour: k.limits.per_hour,
+                per_day: k.limits.per_day,
+                per_month: k.limits.per_month,
+            },
+            created_at: crate::api::time::iso(k.created_at),
+            revoked_at: k.revoked_at.map(crate::api::time::iso),
+            status: if k.is_revoked() { "revoked" } else { "active" },
+        }
+    }
+}
+
+fn check_list(name: &str, list: &Option<Vec<String>>) -> Result<(), AdminError> {
+    if let Some(items) = list {
+        if items.len() > 1000 {
+            return Err(AdminError::validation(format!("`{name}` has more than 1000 entries")));
+        }
+        if items.iter().any(|s| s.trim().is_empty() || s.len() > 200) {
+            return Err(AdminError::validation(format!("`{name}` entries must be non-empty names of at most 200 characters")));
+        }
+    }
+    Ok(())
+}
+
+/// Apply options onto a record, validating them.
+fn apply(app: &AppState, key: &mut ApiKeyRecord, o: KeyOptions) -> Result<(), AdminError> {
+    if let Some(name) = o.name {
+        key.name = text_field("name", &name, 200, false)?;
+    }
+    if let Some(admin) = o.admin {
+        key.admin = admin;
+    }
+    if let Some(gid) = o.group_id {
+        if app.store.get_group(&gid)?.is_none() {
+            return Err(AdminError::validation(format!("`groupId`: group {gid} does not exist")));
+        }
+        key.group_id = Some(gid);
+    }
+    check_list("allowedModels", &o.allowed_models)?;
+    check_list("allowedIndexes", &o.allowed_indexes)?;
+    check_list("allowedPolicies", &o.allowed_policies)?;
+    if o.allowed_models.is_some() {
+        key.allowed_models = o.allowed_models;
+    }
+    if o.allowed_indexes.is_some() {
+        key.allowed_indexes = o.allowed_indexes;
+    }
+    if o.allowed_policies.is_some() {
+        key.allowed_policies = o.allowed_policies;
+    }
+    if o.default_policy.is_some() {
+        key.default_policy = o.default_policy;
+    }
+    if let Some(l) = o.limits {
+        for (n, v) in [("perMinute", l.per_minute), ("perHour", l.per_hour), ("perDay", l.per_day), ("perMonth", l.per_month)] {
+            if v == Some(0) {
+                return Err(AdminError::validation(format!("`limits.{n}` must be at least 1")));
+            }
+        }
+        key.limits = LimitOverrides { per_minute: l.per_minute, per_hour: l.per_hour, per_day: l.per_day, per_month: l.per_month };
+    }
+    Ok(())
+}
+
+/// Build a new key record for `user_id`; returns it with its secret.
+pub fn new_key(user_id: &str, secret: &ApiKeySecret) -> ApiKeyRecord {
+    ApiKeyRecord {
+        id: new_id("key"),
+        user_id: user_id.to_owned(),
+        name: String::new(),
+        hash: secret.hash(),
+        prefix: secret.display_prefix(),
+        admin: false,
+        group_id: None,
+        allowed_models: None,
+        allowed_indexes: None,
+        allowed_policies: None,
+        default_policy: None,
+        limits: LimitOverrides::default(),
+        created_at: chrono::Utc::now(),
+        revoked_at: None,
+    }
+}
+
+pub async fn create(
+    State(app): State<AppState>,
+    Admin(ctx): Admin,
+    AdminJson(body): AdminJson<CreateKey>,
+) -> Result<(StatusCode, Json<Value>), AdminError> {
+    if app.store.get_user(&body.user_id)?.is_none() {
+        return Err(AdminError::validation(format!("`userId`: user {} does not exist", body.user_id)));
+    }
+    let secret = ApiKeySecret::generate();
+    let mut key = new_key(&body.user_id, &secret);
+    apply(&app, &mut key, body.options)?;
+    let audit = actor_audit(
+        &app,
+        &ctx,
+        Audit::new(kind::API_KEY_MANAGEMENT, category::ACCESS_CONTROL, format!("API key {} created", key.id))
+            .meta("operation", "create_api_key")
+            .meta("targetKeyId", key.id.clone())
+            .meta("targetUserId", key.user_id.clone())
+            .meta("admin", key.admin),
+        "POST /api/admin/keys",
+    )
+    .build();
+    let key = app.store.create_key(key, audit).await?;
+    Ok((
+        StatusCode::CREATED,
+        ok(json!({
+            "key": secret.expose(),
+            "apiKey": KeyView::from(&key),
+            "note": "store this key now: it is not shown again",
+        })),
+    ))
+}
+
+pub async fn list(State(app): State<AppState>, Admin(_): Admin) -> Result<Json<Value>, AdminError> {
+    let keys = app.store.list_keys()?;
+    Ok(ok(keys.iter().map(KeyView::from).collect::<Vec<_>>()))
+}
+
+pub async fn get(State(app): State<AppState>, Admin(_): Admin, Path(id): Path<String>) -> Result<Json<Value>, AdminError> {
+    let key = app.store.get_key(&id)?.ok_or_else(|| AdminError::not_found(format!("key {id} not found")))?;
+    Ok(ok(KeyView::from(&key)))
+}
+
+pub async fn update(
+    State(app): State<AppState>,
+    Admin(ctx): Admin,
+    Path(id): Path<String>,
+    AdminJson(body): AdminJson<KeyOptions>,
+) -> Result<Json<Value>, AdminError> {
+    let mut key = app.store.get_key(&id)?.ok_or_else(|| AdminError::not_found(format!("key {id} not found")))?;
+    let policy = body.default_policy.clone();
+    apply(&app, &mut key, body)?;
+    let mut audit = match &policy {
+        Some(p) => Audit::new(kind::POLICY_MANAGEMENT, category::DATA_PROTECTION, format!("Default policy of API key {id} set to {p}"))
+            .meta("policyName", p.clone())
+            .meta("setAsActive", true),
+        None => Audit::new(kind::API_KEY_MANAGEMENT, category::ACCESS_CONTROL, format!("API key {id} updated")),
+    };
+    audit = audit.meta("operation", "update_api_key").meta("targetKeyId", id.clone());
+    let audit = actor_audit(&app, &ctx, audit, "PUT /api/admin/keys/{id}").build();
+    let key = app.store.update_key(key, audit).await?;
+    Ok(ok(KeyView::from(&key)))
+}
+
+pub async fn revoke(State(app): State<AppState>, Admin(ctx): Admin, Path(id): Path<String>) -> Result<Json<Value>, AdminError> {
+    let audit = actor_audit(
+        &app,
+        &ctx,
+        Audit::new(kind::API_KEY_MANAGEMENT, category::ACCESS_CONTROL, format!("API key {id} revoked"))
+            .meta("operation", "revoke_api_key")
+            .meta("targetKeyId", id.clone()),
+        "POST /api/admin/keys/{id}/revoke",
+    )
+    .build();
+    let key = app.store.revoke_key(&id, audit).await?;
+    Ok(ok(KeyView::from(&key)))
+}

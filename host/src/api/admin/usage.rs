@@ -1,0 +1,73 @@
+//! `GET /api/admin/usage`: requests and tokens per user and per key.
+//! `GET /api/admin/events`: the event outbox (newest last), for operators and tests.
+
+use axum::Json;
+use axum::extract::{Query, State};
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::ok;
+use crate::api::error::AdminError;
+use crate::app::AppState;
+use crate::auth::Admin;
+
+pub async fn usage(State(app): State<AppState>, Admin(_): Admin) -> Result<Json<Value>, AdminError> {
+    let (users, keys) = app.store.usage_totals()?;
+    let row = |(id, t): &(String, crate::store::records::UsageTotals)| {
+        json!({
+            "id": id,
+            "requests": t.requests,
+            "promptTokens": t.prompt_tokens,
+            "completionTokens": t.completion_tokens,
+            "totalTokens": t.prompt_tokens + t.completion_tokens,
+        })
+    };
+    Ok(ok(json!({
+        "users": users.iter().map(row).collect::<Vec<_>>(),
+        "keys": keys.iter().map(row).collect::<Vec<_>>(),
+    })))
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsQuery {
+    /// Only events after this sequence number.
+    #[serde(default)]
+    pub after: u64,
+    #[serde(default = "default_limit")]
+    pub limit: usize,
+    #[serde(rename = "type", default)]
+    pub kind: Option<String>,
+}
+
+fn default_limit() -> usize {
+    100
+}
+
+pub async fn events(
+    State(app): State<AppState>,
+    Admin(_): Admin,
+    q: Result<Query<EventsQuery>, axum::extract::rejection::QueryRejection>,
+) -> Result<Json<Value>, AdminError> {
+    let Query(q) = q.map_err(|e| AdminError::validation(e.body_text()))?;
+    if !(1..=1000).contains(&q.limit) {
+        return Err(AdminError::validation("`limit` must be from 1 to 1000"));
+    }
+    let mut out = Vec::new();
+    let mut after = q.after;
+    // Filtering by type may skip many rows; read in pages until the page is full.
+    loop {
+        let page = app.store.outbox_after(after, 1000)?;
+        let Some((last, _)) = page.last() else { break };
+        after = *last;
+        for (seq, ev) in page {
+            if q.kind.as_deref().is_none_or(|k| k == ev.kind) {
+                out.push(json!({"seq": seq, "event": ev}));
+                if out.len() == q.limit {
+                    return Ok(ok(out));
+                }
+            }
+        }
+    }
+    Ok(ok(out))
+}

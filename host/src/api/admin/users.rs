@@ -1,0 +1,80 @@
+//! Users: `POST /api/admin/users`, `GET /api/admin/users`, `GET /api/admin/users/{id}`.
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::StatusCode;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use super::{actor_audit, new_id, ok, text_field};
+use crate::api::error::AdminError;
+use crate::api::json::AdminJson;
+use crate::app::AppState;
+use crate::audit::{Audit, category, kind};
+use crate::auth::Admin;
+use crate::store::model::User;
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CreateUser {
+    pub name: String,
+    #[serde(default)]
+    pub email: String,
+}
+
+/// A user as the admin API shows it.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct UserView {
+    pub id: String,
+    pub name: String,
+    pub email: String,
+    pub created_at: String,
+}
+
+impl From<&User> for UserView {
+    fn from(u: &User) -> Self {
+        UserView { id: u.id.clone(), name: u.name.clone(), email: u.email.clone(), created_at: crate::api::time::iso(u.created_at) }
+    }
+}
+
+fn valid_email(e: &str) -> bool {
+    match e.split_once('@') {
+        Some((local, domain)) => !local.is_empty() && domain.contains('.') && !e.contains(char::is_whitespace),
+        None => false,
+    }
+}
+
+pub async fn create(
+    State(app): State<AppState>,
+    Admin(ctx): Admin,
+    AdminJson(body): AdminJson<CreateUser>,
+) -> Result<(StatusCode, Json<Value>), AdminError> {
+    let name = text_field("name", &body.name, 200, true)?;
+    let email = text_field("email", &body.email, 320, false)?;
+    if !email.is_empty() && !valid_email(&email) {
+        return Err(AdminError::validation("`email` is not an email address"));
+    }
+    let user = User { id: new_id("usr"), name, email, created_at: chrono::Utc::now() };
+    let audit = actor_audit(
+        &app,
+        &ctx,
+        Audit::new(kind::USER_MANAGEMENT, category::ACCESS_CONTROL, format!("User {} created", user.id))
+            .meta("operation", "create_user")
+            .meta("targetUserId", user.id.clone()),
+        "POST /api/admin/users",
+    )
+    .build();
+    let user = app.store.create_user(user, audit).await?;
+    Ok((StatusCode::CREATED, ok(UserView::from(&user))))
+}
+
+pub async fn list(State(app): State<AppState>, Admin(_): Admin) -> Result<Json<Value>, AdminError> {
+    let users = app.store.list_users()?;
+    Ok(ok(users.iter().map(UserView::from).collect::<Vec<_>>()))
+}
+
+pub async fn get(State(app): State<AppState>, Admin(_): Admin, Path(id): Path<String>) -> Result<Json<Value>, AdminError> {
+    let user = app.store.get_user(&id)?.ok_or_else(|| AdminError::not_found(format!("user {id} not found")))?;
+    Ok(ok(UserView::from(&user)))
+}

@@ -1,0 +1,65 @@
+//! Discovery for any valid key: `GET /api/models`, `GET /api/indexes`,
+//! `GET /api/policies` — what this key may use.
+
+use axum::Json;
+use axum::extract::State;
+use serde_json::{Value, json};
+
+use crate::app::AppState;
+use crate::auth::Authed;
+use crate::chat::providers::model_permitted;
+use crate::chat::request::ZERO_KNOWLEDGE;
+use crate::chat::types::ModelId;
+use crate::wasm::Kind;
+
+pub async fn models(State(app): State<AppState>, Authed(ctx): Authed) -> Json<Value> {
+    let cfg = app.config();
+    let snapshot = app.plugins.snapshot();
+    let mut out = Vec::new();
+    for (name, p) in &cfg.providers {
+        let loaded = snapshot.of_kind(&p.plugin, Kind::Provider).is_some();
+        for m in &p.models {
+            let Ok(id) = ModelId::parse(m) else { continue };
+            if id.provider() == name && model_permitted(&ctx.key.allowed_models, &id) {
+                out.push(json!({
+                    "id": id.as_str(),
+                    "provider": name,
+                    "plugin": p.plugin,
+                    "confidential": p.confidential,
+                    "available": loaded,
+                }));
+            }
+        }
+    }
+    Json(json!({"success": true, "data": out}))
+}
+
+pub async fn indexes(State(app): State<AppState>, Authed(ctx): Authed) -> Json<Value> {
+    let cfg = app.config();
+    let mut out = vec![json!({"name": ZERO_KNOWLEDGE, "description": "no retrieval: direct AI", "retriever": null})];
+    for (name, ix) in &cfg.indexes {
+        if ctx.key.allowed_indexes.as_ref().is_none_or(|a| a.contains(name)) {
+            out.push(json!({"name": name, "description": ix.description, "retriever": ix.retriever}));
+        }
+    }
+    Json(json!({"success": true, "data": out}))
+}
+
+pub async fn policies(State(app): State<AppState>, Authed(ctx): Authed) -> Json<Value> {
+    let cfg = app.config();
+    let snapshot = app.plugins.snapshot();
+    let mut out = Vec::new();
+    for name in snapshot.names_of(Kind::Policy) {
+        if ctx.key.allowed_policies.as_ref().is_none_or(|a| a.contains(&name)) {
+            let p = snapshot.of_kind(&name, Kind::Policy);
+            out.push(json!({
+                "name": name,
+                "version": p.as_ref().map(|p| p.version.clone()),
+                "description": p.as_ref().map(|p| p.description.clone()),
+                "default": name == cfg.policies.default,
+                "keyDefault": ctx.key.default_policy.as_deref() == Some(name.as_str()),
+            }));
+        }
+    }
+    Json(json!({"success": true, "data": out}))
+}

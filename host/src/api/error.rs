@@ -1,0 +1,253 @@
+//! The two error formats of the spec (section 7), built in one place.
+//!
+//! * [`ChatError`]: the flat format of the chat routes,
+//!   `{success: false, error, message, request_id}`.
+//! * [`AdminError`]: the nested format of every other route,
+//!   `{success: false, error: {code, message, retryAfter?}}`.
+//!
+//! Handlers return `Result<_, ChatError>` or `Result<_, AdminError>`; the
+//! request id comes from the task-local set by the request-id middleware.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use serde_json::{Map, Value, json};
+
+use crate::api::request_id;
+use crate::store::StoreError;
+
+/// The short `error` texts of the flat format. The first seven are the spec's
+/// (section 7.1), verbatim; the rest are ours and stable.
+pub mod text {
+    pub const INVALID_API_KEY: &str = "Invalid API key";
+    pub const ALL_MODELS_FAILED: &str = "All model attempts failed";
+    pub const INTERNAL: &str = "Internal server error";
+    pub const INDEX_REQUIRED: &str = "Index required";
+    pub const INVALID_MESSAGES: &str = "Invalid messages";
+    pub const ACCESS_DENIED: &str = "Access denied";
+    pub const RATE_LIMITED: &str = "Rate limit exceeded";
+    pub const INVALID_REQUEST: &str = "Invalid request";
+    pub const PAYLOAD_TOO_LARGE: &str = "Payload too large";
+    pub const IDEMPOTENCY_REUSE: &str = "Idempotency key reuse";
+    pub const IN_PROGRESS: &str = "Request in progress";
+    pub const NOT_FOUND: &str = "Not found";
+    pub const UNKNOWN_INDEX: &str = "Unknown index";
+    pub const UNKNOWN_MODEL: &str = "Unknown model";
+    pub const UNKNOWN_POLICY: &str = "Unknown policy";
+}
+
+/// An error in the flat format of the chat routes.
+#[derive(Debug)]
+pub struct ChatError {
+    pub status: StatusCode,
+    pub error: &'static str,
+    pub message: String,
+    /// Extra top-level fields (`attempts`, `reset_time`).
+    pub extra: Map<String, Value>,
+    /// `Retry-After` seconds, for 429s.
+    pub retry_after: Option<u64>,
+}
+
+impl ChatError {
+    pub fn new(status: StatusCode, error: &'static str, message: impl Into<String>) -> Self {
+        ChatError { status, error, message: message.into(), extra: Map::new(), retry_after: None }
+    }
+
+    pub fn invalid_key(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, text::INVALID_API_KEY, message)
+    }
+
+    pub fn access_denied(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::FORBIDDEN, text::ACCESS_DENIED, message)
+    }
+
+    pub fn invalid_request(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, text::INVALID_REQUEST, message)
+    }
+
+    pub fn invalid_messages(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, text::INVALID_MESSAGES, message)
+    }
+
+    pub fn internal() -> Self {
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            text::INTERNAL,
+            "the gateway failed unexpectedly; the request id identifies it in the server log",
+        )
+    }
+
+    pub fn with(mut self, key: &str, value: Value) -> Self {
+        self.extra.insert(key.to_owned(), value);
+        self
+    }
+
+    /// The JSON body, as stored for idempotent replay.
+    pub fn body(&self) -> Value {
+        let mut body = Map::new();
+        body.insert("success".into(), Value::Bool(false));
+        body.insert("error".into(), Value::String(self.error.into()));
+        body.insert("message".into(), Value::String(self.message.clone()));
+        if let Some(id) = request_id::current() {
+            body.insert("request_id".into(), Value::String(id));
+        }
+        for (k, v) in &self.extra {
+            body.insert(k.clone(), v.clone());
+        }
+        Value::Object(body)
+    }
+}
+
+impl From<StoreError> for ChatError {
+    fn from(e: StoreError) -> Self {
+        tracing::error!(error = %e, "store error on a chat route");
+        ChatError::internal()
+    }
+}
+
+impl IntoResponse for ChatError {
+    fn into_response(self) -> Response {
+        if self.status.is_server_error() {
+            tracing::warn!(status = self.status.as_u16(), error = self.error, message = %self.message, "chat error");
+        }
+        let mut resp = (self.status, axum::Json(self.body())).into_response();
+        if let Some(secs) = self.retry_after {
+            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        resp
+    }
+}
+
+/// Codes of the nested format. The first three are the spec's (section 7.2).
+pub mod code {
+    pub const UNAUTHORIZED: &str = "UNAUTHORIZED";
+    pub const INSUFFICIENT_PERMISSIONS: &str = "INSUFFICIENT_PERMISSIONS";
+    pub const RATE_LIMIT_EXCEEDED: &str = "RATE_LIMIT_EXCEEDED";
+    pub const VALIDATION_ERROR: &str = "VALIDATION_ERROR";
+    pub const NOT_FOUND: &str = "NOT_FOUND";
+    pub const CONFLICT: &str = "CONFLICT";
+    pub const PAYLOAD_TOO_LARGE: &str = "PAYLOAD_TOO_LARGE";
+    pub const INTERNAL_ERROR: &str = "INTERNAL_ERROR";
+}
+
+/// An error in the nested format.
+#[derive(Debug)]
+pub struct AdminError {
+    pub status: StatusCode,
+    pub code: &'static str,
+    pub message: String,
+    pub retry_after: Option<u64>,
+}
+
+impl AdminError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        AdminError { status, code, message: message.into(), retry_after: None }
+    }
+
+    pub fn unauthorized(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::UNAUTHORIZED, code::UNAUTHORIZED, message)
+    }
+
+    pub fn forbidden() -> Self {
+        Self::new(StatusCode::FORBIDDEN, code::INSUFFICIENT_PERMISSIONS, "this route needs an admin API key")
+    }
+
+    pub fn validation(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code::VALIDATION_ERROR, message)
+    }
+
+    /// A 400 whose code names the parameter: `INVALID_<PARAM>`.
+    pub fn invalid_param(code: &'static str, message: impl Into<String>) -> Self {
+        Self::new(StatusCode::BAD_REQUEST, code, message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::NOT_FOUND, code::NOT_FOUND, message)
+    }
+
+    pub fn conflict(message: impl Into<String>) -> Self {
+        Self::new(StatusCode::CONFLICT, code::CONFLICT, message)
+    }
+
+    pub fn internal() -> Self {
+        Self::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            code::INTERNAL_ERROR,
+            "the gateway failed unexpectedly; the request id identifies it in the server log",
+        )
+    }
+}
+
+impl From<StoreError> for AdminError {
+    fn from(e: StoreError) -> Self {
+        match e {
+            StoreError::NotFound(what) => AdminError::not_found(format!("{what} not found")),
+            StoreError::Conflict(msg) => AdminError::conflict(msg),
+            StoreError::Backend(msg) => {
+                tracing::error!(error = %msg, "store error on an admin route");
+                AdminError::internal()
+            }
+        }
+    }
+}
+
+impl IntoResponse for AdminError {
+    fn into_response(self) -> Response {
+        let mut error = json!({"code": self.code, "message": self.message});
+        if let Some(secs) = self.retry_after {
+            error["retryAfter"] = json!(secs);
+        }
+        let mut resp = (self.status, axum::Json(json!({"success": false, "error": error}))).into_response();
+        if let Some(secs) = self.retry_after {
+            resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+        }
+        resp
+    }
+}
+
+/// Which format a path answers errors in (DECISIONS.md: the chat routes are flat,
+/// everything else nested).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ErrorFormat {
+    Flat,
+    Nested,
+    /// OpenAI's `{error: {message, type, code}}` on `/api/external/v1/*`.
+    OpenAi,
+}
+
+impl ErrorFormat {
+    pub fn for_path(path: &str) -> Self {
+        if path == "/chat/completions" {
+            ErrorFormat::Flat
+        } else if path.starts_with("/api/external/v1/") {
+            ErrorFormat::OpenAi
+        } else {
+            ErrorFormat::Nested
+        }
+    }
+
+    /// 401 in this format.
+    pub fn unauthorized(self, message: &str) -> Response {
+        match self {
+            ErrorFormat::Flat => ChatError::invalid_key(message).into_response(),
+            ErrorFormat::Nested => AdminError::unauthorized(message).into_response(),
+            ErrorFormat::OpenAi => openai_error(StatusCode::UNAUTHORIZED, "invalid_request_error", "invalid_api_key", message),
+        }
+    }
+
+    /// 403 for a route that needs an admin key, in this format.
+    pub fn forbidden(self) -> Response {
+        match self {
+            ErrorFormat::Flat => ChatError::access_denied("this needs an admin API key").into_response(),
+            ErrorFormat::Nested => AdminError::forbidden().into_response(),
+            ErrorFormat::OpenAi => {
+                openai_error(StatusCode::FORBIDDEN, "permission_error", "insufficient_permissions", "this needs an admin API key")
+            }
+        }
+    }
+}
+
+/// An error in OpenAI's shape, so OpenAI SDKs raise their usual exceptions.
+pub fn openai_error(status: StatusCode, kind: &str, code: &str, message: &str) -> Response {
+    let body = json!({"error": {"message": message, "type": kind, "param": null, "code": code}});
+    (status, axum::Json(body)).into_response()
+}

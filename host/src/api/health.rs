@@ -1,0 +1,23 @@
+//! `GET /health`: public liveness and readiness.
+
+use axum::Json;
+use axum::extract::State;
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use crate::app::AppState;
+
+pub async fn health(State(app): State<AppState>) -> (StatusCode, Json<Value>) {
+    let storage_ok = app.store.healthy();
+    let status = if storage_ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    (
+        status,
+        Json(json!({
+            "status": if storage_ok { "ok" } else { "degraded" },
+            "version": env!("CARGO_PKG_VERSION"),
+            "uptime_seconds": app.started.elapsed().as_secs(),
+            "plugins": { "loaded": app.plugins.snapshot().len() },
+            "storage": { "ok": storage_ok },
+        })),
+    )
+}

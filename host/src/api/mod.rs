@@ -1,0 +1,12 @@
+//! HTTP surface: the route table, error formats, extractors.
+
+pub mod admin;
+pub mod discovery;
+pub mod error;
+pub mod health;
+pub mod json;
+pub mod lists;
+pub mod receipts;
+pub mod request_id;
+pub mod routes;
+pub mod time;

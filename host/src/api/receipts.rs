@@ -1,0 +1,34 @@
+//! `GET /api/receipts/public-key` and `GET /api/receipts/{bundle_id}`.
+//!
+//! A receipt is readable by the key that made the request and by admin keys;
+//! for anyone else it does not exist (404, so ids cannot be probed).
+
+use axum::Json;
+use axum::extract::{Path, State};
+use serde_json::{Value, json};
+
+use super::error::AdminError;
+use crate::app::AppState;
+use crate::auth::Authed;
+
+pub async fn public_key(State(app): State<AppState>, Authed(_): Authed) -> Json<Value> {
+    Json(json!({
+        "success": true,
+        "data": {
+            "algorithm": "Ed25519",
+            "keyId": app.receipts.key_id(),
+            "publicKey": app.receipts.public_key_b64(),
+            "encoding": "base64 of the raw 32-byte public key",
+            "signedContent": "the `receipt` object as canonical JSON: keys sorted, no whitespace, UTF-8",
+        }
+    }))
+}
+
+pub async fn get(State(app): State<AppState>, Authed(ctx): Authed, Path(bundle_id): Path<String>) -> Result<Json<Value>, AdminError> {
+    let not_found = || AdminError::not_found(format!("no receipt {bundle_id}"));
+    let signed = app.store.receipt(&bundle_id)?.ok_or_else(not_found)?;
+    if signed.receipt.key_id != ctx.key.id && !ctx.is_admin() {
+        return Err(not_found());
+    }
+    Ok(Json(json!({"success": true, "data": signed})))
+}

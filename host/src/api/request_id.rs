@@ -1,0 +1,52 @@
+//! Request ids `req-…`: made for every request, returned in the `x-request-id`
+//! header, carried in flat error bodies, and attached to the request's log span.
+
+use axum::extract::Request;
+use axum::http::HeaderValue;
+use axum::middleware::Next;
+use axum::response::Response;
+use tracing::Instrument;
+
+/// Response header carrying the request id.
+pub const HEADER: &str = "x-request-id";
+
+tokio::task_local! {
+    static CURRENT: RequestId;
+}
+
+/// The id of the request being served.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RequestId(pub String);
+
+impl RequestId {
+    pub fn new() -> Self {
+        RequestId(format!("req-{}", uuid::Uuid::new_v4().simple()))
+    }
+}
+
+impl Default for RequestId {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+/// The current request's id, if called while serving a request.
+pub fn current() -> Option<String> {
+    CURRENT.try_with(|id| id.0.clone()).ok()
+}
+
+/// Middleware: assign the id, scope it, log the request, add the header.
+pub async fn layer(mut req: Request, next: Next) -> Response {
+    let id = RequestId::new();
+    req.extensions_mut().insert(id.clone());
+    let span = tracing::info_span!("request", id = %id.0, method = %req.method(), path = %req.uri().path());
+    let started = std::time::Instant::now();
+    let mut resp = CURRENT.scope(id.clone(), next.run(req)).instrument(span.clone()).await;
+    span.in_scope(|| {
+        tracing::debug!(status = resp.status().as_u16(), elapsed_us = started.elapsed().as_micros() as u64, "served");
+    });
+    if let Ok(v) = HeaderValue::from_str(&id.0) {
+        resp.headers_mut().insert(HEADER, v);
+    }
+    resp
+}

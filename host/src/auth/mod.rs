@@ -1,0 +1,100 @@
+//! Authentication: `Authorization: Bearer sk-…` on every route but the public
+//! ones, checked by one middleware; handlers take [`Authed`] or [`Admin`]
+//! extractors, so a handler that forgets auth does not compile, and one whose
+//! route was wrongly listed as public fails closed (401).
+
+pub mod keys;
+pub mod limits;
+
+use std::sync::Arc;
+
+use axum::extract::{FromRequestParts, Request, State};
+use axum::http::request::Parts;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+
+use crate::api::error::ErrorFormat;
+use crate::app::AppState;
+use crate::store::model::ApiKeyRecord;
+use keys::KeyHash;
+
+/// Routes served without a key. The only list of them.
+pub const PUBLIC_ROUTES: &[&str] = &["/health"];
+
+pub fn is_public(path: &str) -> bool {
+    PUBLIC_ROUTES.contains(&path)
+}
+
+/// The caller, as the middleware authenticated it.
+#[derive(Debug, Clone)]
+pub struct AuthContext {
+    pub key: Arc<ApiKeyRecord>,
+}
+
+impl AuthContext {
+    pub fn is_admin(&self) -> bool {
+        self.key.admin
+    }
+}
+
+/// Middleware: authenticate every non-public request.
+pub async fn layer(State(app): State<AppState>, mut req: Request, next: Next) -> Response {
+    let path = req.uri().path().to_owned();
+    if is_public(&path) {
+        return next.run(req).await;
+    }
+    let format = ErrorFormat::for_path(&path);
+    let Some(header) = req.headers().get(axum::http::header::AUTHORIZATION) else {
+        return format.unauthorized("missing API key: send `Authorization: Bearer sk-…`");
+    };
+    let Some(token) = header.to_str().ok().and_then(keys::bearer_token) else {
+        return format.unauthorized("malformed Authorization header: use `Bearer sk-…`");
+    };
+    if !token.starts_with(keys::KEY_PREFIX) {
+        return format.unauthorized("invalid API key: keys start with `sk-`");
+    }
+    let hash = KeyHash::of(token);
+    match app.store.find_key_by_hash(&hash) {
+        Ok(Some(key)) if !key.is_revoked() => {
+            req.extensions_mut().insert(AuthContext { key: Arc::new(key) });
+            next.run(req).await
+        }
+        Ok(Some(_)) => format.unauthorized("this API key has been revoked"),
+        Ok(None) => format.unauthorized("invalid API key"),
+        Err(e) => {
+            tracing::error!(error = %e, "key lookup failed");
+            match format {
+                ErrorFormat::Flat => crate::api::error::ChatError::internal().into_response(),
+                _ => crate::api::error::AdminError::internal().into_response(),
+            }
+        }
+    }
+}
+
+/// Any valid key.
+#[derive(Debug, Clone)]
+pub struct Authed(pub AuthContext);
+
+/// A valid admin key.
+#[derive(Debug, Clone)]
+pub struct Admin(pub AuthContext);
+
+impl<S: Send + Sync> FromRequestParts<S> for Authed {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, _: &S) -> Result<Self, Self::Rejection> {
+        match parts.extensions.get::<AuthContext>() {
+            Some(ctx) => Ok(Authed(ctx.clone())),
+            None => Err(ErrorFormat::for_path(parts.uri.path()).unauthorized("missing API key")),
+        }
+    }
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for Admin {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let Authed(ctx) = Authed::from_request_parts(parts, state).await?;
+        if ctx.is_admin() { Ok(Admin(ctx)) } else { Err(ErrorFormat::for_path(parts.uri.path()).forbidden()) }
+    }
+}

@@ -1,0 +1,466 @@
+//! `POST /chat/completions`: idempotency → limits → validation → policy →
+//! model chain → usage, events and idempotency record in one commit.
+
+use std::sync::Arc;
+
+use axum::body::Bytes;
+use axum::extract::State;
+use axum::extract::rejection::BytesRejection;
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use chrono::Utc;
+use serde_json::{Value, json};
+
+use super::chain::{self, ChainResult, Failover};
+use super::engine;
+use super::format::Format;
+use super::idempotency::{self, Begin, Guard};
+use super::providers::{self, AdapterSet};
+use super::request::{self, ChatParams, TimeoutDefaults, ZERO_KNOWLEDGE};
+use super::response::Meta;
+use super::security::Guarded;
+use super::stream;
+use super::types::{ChainEntry, NormalizedRequest, Usage};
+use crate::api::error::{ChatError, text};
+use crate::api::request_id;
+use crate::app::AppState;
+use crate::audit::{Audit, category, kind, outcome};
+use crate::auth::limits::{BucketSet, Decision, effective};
+use crate::auth::{AuthContext, Authed};
+use crate::receipts::{Receipt, SignedReceipt};
+use crate::store::model::{AuditEntry, Severity};
+use crate::store::records::{OutboxEvent, RequestOutcome, UsageDelta};
+
+/// Everything a validated request carries down the pipeline.
+pub struct Prepared {
+    pub params: ChatParams,
+    pub request_id: String,
+    pub created: i64,
+    pub bill_user: String,
+    pub meta: Meta,
+    pub normalized: NormalizedRequest,
+    pub adapters: Arc<dyn AdapterSet>,
+    pub targets: Arc<providers::Targets>,
+    pub format: Format,
+    /// Hex SHA-256 of the request body, for the receipt.
+    pub request_hash: String,
+    /// Receipt id, announced in `metadata.smltp` before the answer exists.
+    pub bundle_id: String,
+    pub started_at: chrono::DateTime<Utc>,
+}
+
+impl Prepared {
+    /// Sign the receipt of a completed answer.
+    pub fn receipt(&self, app: &AppState, ctx: &AuthContext, served_model: &str, answer: &str, verdict: &str) -> SignedReceipt {
+        app.receipts.sign(Receipt {
+            bundle_id: self.bundle_id.clone(),
+            request_id: self.request_id.clone(),
+            request_hash: self.request_hash.clone(),
+            response_hash: crate::receipts::sha256_hex(answer.as_bytes()),
+            policy: self.meta.policy_used.clone(),
+            policy_hash: self.meta.policy_hash.clone(),
+            shield_verdict: verdict.to_owned(),
+            requested_model: self.meta.requested_model.clone(),
+            served_model: served_model.to_owned(),
+            key_id: ctx.key.id.clone(),
+            created_at: crate::api::time::iso(self.started_at),
+            completed_at: crate::api::time::iso(Utc::now()),
+            signing_key_id: app.receipts.key_id().to_owned(),
+        })
+    }
+}
+
+/// A finished non-streaming reply and what it leaves to store.
+pub(super) struct Reply {
+    status: StatusCode,
+    body: Value,
+    usage: Option<UsageDelta>,
+    events: Vec<OutboxEvent>,
+    pub(super) audit: Vec<AuditEntry>,
+    receipt: Option<SignedReceipt>,
+    retry_after: Option<u64>,
+}
+
+impl Reply {
+    pub(super) fn error(format: Format, e: ChatError, events: Vec<OutboxEvent>) -> Self {
+        Reply {
+            status: e.status,
+            body: format.error_body(&e),
+            usage: None,
+            events,
+            audit: Vec::new(),
+            receipt: None,
+            retry_after: e.retry_after,
+        }
+    }
+}
+
+/// `POST /chat/completions`.
+pub async fn completions(
+    State(app): State<AppState>,
+    Authed(ctx): Authed,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+) -> Response {
+    match body {
+        Ok(body) => serve(app, ctx, headers, body, Format::Gatehouse).await,
+        Err(rej) => Format::Gatehouse.error_response(body_error(&rej, app.config().server.max_body_bytes)),
+    }
+}
+
+/// A body that could not be read: too large (413) or broken off.
+pub fn body_error(rej: &BytesRejection, max: usize) -> ChatError {
+    if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
+        ChatError::new(StatusCode::PAYLOAD_TOO_LARGE, text::PAYLOAD_TOO_LARGE, format!("the request body is larger than {max} bytes"))
+    } else {
+        ChatError::invalid_request(format!("the request body could not be read: {}", rej.body_text()))
+    }
+}
+
+/// Both chat routes: idempotency, limits, then the pipeline in `format`.
+pub async fn serve(app: AppState, ctx: AuthContext, headers: HeaderMap, body: Bytes, format: Format) -> Response {
+    let cfg = app.config();
+    let guard = match idempotency::begin(&app.store, &ctx.key.id, &headers, &body, cfg.chat.idempotency_ttl_secs).await {
+        Ok(Begin::Replay(resp)) => return resp,
+        Ok(Begin::Claimed(g)) => Some(g),
+        Ok(Begin::None) => None,
+        Err(e) => return format.error_response(e),
+    };
+    let limits = effective(cfg.limits.chat, &ctx.key.limits);
+    let decision = app.limiter.check(BucketSet::Chat, &ctx.key.id, limits, Utc::now());
+    let defaults = TimeoutDefaults { timeout_ms: cfg.chat.timeout_ms, first_token_timeout_ms: cfg.chat.first_token_timeout_ms };
+    drop(cfg);
+    if !decision.allowed {
+        let (events, audit) = limit_reached(&ctx, &decision);
+        let mut reply = Reply::error(format, rate_limit_error(&decision), events);
+        reply.audit = audit;
+        return with_limit_headers(finish(&app, reply, guard).await, &decision);
+    }
+    let parsed = match format {
+        Format::Gatehouse => request::parse(&body, defaults).map(|p| (p, Format::Gatehouse)),
+        Format::OpenAi { .. } => super::openai::parse(&body, defaults),
+    };
+    let request_hash = crate::receipts::sha256_hex(&body);
+    let resp = match parsed.and_then(|(params, format)| prepare(&app, &ctx, params, format, request_hash)) {
+        Err(e) => finish(&app, Reply::error(format, e, Vec::new()), guard).await,
+        Ok(mut p) => match super::guard::guard_input(&app, &ctx, &mut p) {
+            Err(refusal) => {
+                let mut reply = Reply::error(format, refusal.error, refusal.events);
+                reply.audit = refusal.audit;
+                finish(&app, reply, guard).await
+            }
+            Ok(secured) if p.params.stream => stream::serve(app.clone(), ctx.clone(), p, secured, guard).await,
+            Ok(secured) => {
+                let reply = complete(&app, &ctx, p, secured).await;
+                finish(&app, reply, guard).await
+            }
+        },
+    };
+    with_limit_headers(resp, &decision)
+}
+
+/// Validate and resolve everything that does not call a model.
+pub fn prepare(app: &AppState, ctx: &AuthContext, params: ChatParams, format: Format, request_hash: String) -> Result<Prepared, ChatError> {
+    let cfg = app.config();
+
+    let bill_user = match &params.user_id {
+        None => ctx.key.user_id.clone(),
+        Some(uid) => {
+            if !ctx.is_admin() {
+                return Err(ChatError::access_denied("`user_id` (billing another user) needs an admin API key"));
+            }
+            if app.store.get_user(uid)?.is_none() {
+                return Err(ChatError::invalid_request(format!("`user_id`: no user `{uid}` exists")));
+            }
+            uid.clone()
+        }
+    };
+
+    let targets = app.targets.load_full();
+    for e in &params.chain {
+        if !targets.contains_key(e.model.provider()) {
+            let mut known: Vec<&str> = targets.keys().map(String::as_str).collect();
+            known.sort_unstable();
+            return Err(ChatError::new(
+                StatusCode::BAD_REQUEST,
+                text::UNKNOWN_MODEL,
+                format!("model `{}`: no provider `{}` is configured (configured: {})", e.model, e.model.provider(), known.join(", ")),
+            ));
+        }
+        if !providers::model_permitted(&ctx.key.allowed_models, &e.model) {
+            return Err(ChatError::access_denied(format!("this API key may not use model `{}`", e.model)));
+        }
+    }
+
+    if params.index != ZERO_KNOWLEDGE {
+        if !cfg.indexes.contains_key(&params.index) {
+            return Err(ChatError::new(
+                StatusCode::BAD_REQUEST,
+                text::UNKNOWN_INDEX,
+                format!("no knowledge base `{}`; send \"{ZERO_KNOWLEDGE}\" for no retrieval", params.index),
+            ));
+        }
+        if let Some(allowed) = &ctx.key.allowed_indexes {
+            if !allowed.iter().any(|i| i == &params.index) {
+                return Err(ChatError::access_denied(format!("this API key may not use knowledge base `{}`", params.index)));
+            }
+        }
+    }
+
+    let adapters = app.adapters.snapshot();
+    let (policy, source) = select_policy(app, adapters.as_ref(), ctx, &params)?;
+
+    let request_id = request_id::current().unwrap_or_else(|| request_id::RequestId::new().0);
+    let bundle_id = format!("rcpt_{}", uuid::Uuid::new_v4().simple());
+    let meta = Meta {
+        conversation_id: params.conversation_id.clone().unwrap_or_else(|| format!("conv-{}", uuid::Uuid::new_v4().simple())),
+        index_used: params.index.clone(),
+        policy_used: policy,
+        policy_source: source,
+        policy_hash: None,
+        prompt_shield_policy: None,
+        served_model: String::new(),
+        requested_model: params.requested_model().to_string(),
+        failover: None,
+        smltp: Some(json!({"bundle_id": bundle_id, "receipt_url": format!("/api/receipts/{bundle_id}")})),
+        rag_enabled: false,
+        documents_retrieved: 0,
+        sources: Vec::new(),
+    };
+    let normalized = NormalizedRequest {
+        messages: params.messages.clone(),
+        temperature: params.temperature,
+        max_tokens: params.max_tokens,
+        stream: params.stream,
+        stop: params.stop.clone(),
+        extra_json: if params.extra.is_empty() { String::new() } else { Value::Object(params.extra.clone()).to_string() },
+    };
+    Ok(Prepared {
+        params,
+        request_id,
+        created: Utc::now().timestamp(),
+        bill_user,
+        meta,
+        normalized,
+        adapters,
+        targets,
+        format,
+        request_hash,
+        bundle_id,
+        started_at: Utc::now(),
+    })
+}
+
+/// Request, then the key's default, then its group's, then the config's.
+fn select_policy(
+    app: &AppState,
+    adapters: &dyn AdapterSet,
+    ctx: &AuthContext,
+    params: &ChatParams,
+) -> Result<(String, &'static str), ChatError> {
+    let cfg = app.config();
+    let (name, source) = if let Some(p) = &params.policy {
+        if let Some(allowed) = &ctx.key.allowed_policies {
+            if !allowed.iter().any(|a| a == p) {
+                return Err(ChatError::access_denied(format!("this API key may not use policy `{p}`")));
+            }
+        }
+        (p.clone(), "request")
+    } else if let Some(p) = &ctx.key.default_policy {
+        (p.clone(), "api_key")
+    } else if let Some(p) = ctx.key.group_id.as_deref().and_then(|g| app.store.get_group(g).ok().flatten()).and_then(|g| g.default_policy) {
+        (p, "group")
+    } else {
+        (cfg.policies.default.clone(), "default")
+    };
+    if adapters.policy(&name).is_none() {
+        let mut known = adapters.policy_names();
+        known.sort();
+        return Err(ChatError::new(
+            StatusCode::BAD_REQUEST,
+            text::UNKNOWN_POLICY,
+            format!("no policy `{name}`; loaded policies: {}", known.join(", ")),
+        ));
+    }
+    Ok((name, source))
+}
+
+/// The `api:model_failover` events of a chain.
+pub fn failover_events(ctx: &AuthContext, bill_user: &str, failovers: &[Failover]) -> Vec<OutboxEvent> {
+    failovers
+        .iter()
+        .map(|f| {
+            OutboxEvent::new(
+                "api:model_failover",
+                json!({
+                    "failedModel": f.failed_model,
+                    "reason": f.reason,
+                    "nextModel": f.next_model,
+                    "latencyMs": f.latency_ms,
+                    "userId": bill_user,
+                    "apiKeyId": ctx.key.id,
+                }),
+            )
+        })
+        .collect()
+}
+
+/// 429 or 502 with every attempt (spec 2.4, 4.1 rule 8).
+pub fn exhausted_error(attempts: &[chain::Attempt], all_rate_limited: bool) -> ChatError {
+    let status = if all_rate_limited { StatusCode::TOO_MANY_REQUESTS } else { StatusCode::BAD_GATEWAY };
+    let n = attempts.len();
+    ChatError::new(
+        status,
+        text::ALL_MODELS_FAILED,
+        format!("all {n} attempt(s) of the model chain failed; see `attempts` for each model's reason"),
+    )
+    .with("attempts", Value::Array(attempts.iter().map(chain::Attempt::to_json).collect()))
+}
+
+/// Chain entries the policy keeps from receiving the data are skipped (reason `policy`).
+pub fn policy_skip(secured: &Guarded, entry: &ChainEntry) -> Option<&'static str> {
+    let allowed = secured.decision.as_ref()?.allowed_providers.as_ref()?;
+    (!allowed.iter().any(|p| p == entry.model.provider())).then_some("policy")
+}
+
+async fn complete(app: &AppState, ctx: &AuthContext, mut p: Prepared, mut secured: Guarded) -> Reply {
+    let result = chain::run(
+        &p.params.chain,
+        &p.params.on,
+        &app.breakers,
+        |e| policy_skip(&secured, e),
+        |_, entry| {
+            let resolved = providers::resolve(&p.targets, p.adapters.as_ref(), &entry.model);
+            let transport = app.transport.clone();
+            let normalized = &p.normalized;
+            async move { engine::complete(&transport, &resolved?, entry, normalized).await }
+        },
+    )
+    .await;
+    let format = p.format;
+    let bill_user = p.bill_user.clone();
+    match result {
+        ChainResult::Served { value, index, attempts, failovers } => {
+            let served = p.params.chain[index].model.to_string();
+            if let Some(a) = attempts.last() {
+                crate::metrics::get()
+                    .upstream_latency
+                    .get_or_create(&crate::metrics::ModelLabel { model: served.clone() })
+                    .observe(a.latency_ms as f64 / 1000.0);
+            }
+            p.meta.served_model = served.clone();
+            if p.params.multi_model() {
+                p.meta.failover = Some(attempts);
+            }
+            let prompt_text: String = p.normalized.messages.iter().map(|m| m.content.as_str()).collect();
+            let usage: Usage = engine::settle_usage(value.usage, &prompt_text, &value.content);
+            let usage_delta = UsageDelta {
+                user_id: bill_user.clone(),
+                key_id: ctx.key.id.clone(),
+                prompt_tokens: usage.prompt_tokens,
+                completion_tokens: usage.completion_tokens,
+            };
+            let mut events = failover_events(ctx, &bill_user, &failovers);
+            events.append(&mut secured.events);
+            let mut audit = std::mem::take(&mut secured.audit);
+            let (content, leaked) = secured.scan_output(&value.content);
+            if leaked {
+                let withhold = secured.decision.as_ref().is_some_and(|d| d.withhold_on_canary_leak);
+                let (ev, au) = secured.canary_leak(&super::guard::subject(ctx, &p), withhold);
+                events.push(ev);
+                audit.push(au);
+                if withhold {
+                    let mut reply = Reply::error(
+                        format,
+                        ChatError::access_denied("output withheld: the answer leaked the system context (canary token)"),
+                        events,
+                    );
+                    reply.audit = audit;
+                    reply.usage = Some(usage_delta);
+                    return reply;
+                }
+            }
+            let body = format.completion_body(&p.request_id, p.created, &content, &value.finish_reason, usage, &p.meta);
+            let verdict = if leaked { "canary_leaked" } else { secured.verdict };
+            let receipt = p.receipt(app, ctx, &served, &content, verdict);
+            Reply { status: StatusCode::OK, body, usage: Some(usage_delta), events, audit, receipt: Some(receipt), retry_after: None }
+        }
+        ChainResult::Exhausted { attempts, failovers, all_rate_limited } => {
+            let mut events = failover_events(ctx, &bill_user, &failovers);
+            events.append(&mut secured.events);
+            let mut reply = Reply::error(format, exhausted_error(&attempts, all_rate_limited), events);
+            reply.audit = std::mem::take(&mut secured.audit);
+            reply
+        }
+    }
+}
+
+/// Commit what the request produced, then answer. The commit comes first: an
+/// acknowledged answer is billed and its idempotency record is durable.
+pub(super) async fn finish(app: &AppState, reply: Reply, guard: Option<Guard>) -> Response {
+    let body_text = reply.body.to_string();
+    let idem = guard.as_ref().map(|g| g.outcome(reply.status, "application/json", body_text.clone()));
+    if reply.usage.is_some() || !reply.events.is_empty() || !reply.audit.is_empty() || idem.is_some() || reply.receipt.is_some() {
+        let outcome =
+            RequestOutcome { usage: reply.usage, events: reply.events, audit: reply.audit, receipt: reply.receipt, idempotency: idem };
+        if let Err(e) = app.store.finish_request(outcome).await {
+            tracing::error!(error = %e, "recording a chat request failed");
+            return ChatError::internal().into_response();
+        }
+    }
+    drop(guard);
+    let mut resp = (reply.status, [(header::CONTENT_TYPE, "application/json")], body_text).into_response();
+    if let Some(secs) = reply.retry_after {
+        resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
+    }
+    resp
+}
+
+fn rate_limit_error(d: &Decision) -> ChatError {
+    let Some(x) = &d.exceeded else {
+        return ChatError::internal();
+    };
+    let mut e = ChatError::new(
+        StatusCode::TOO_MANY_REQUESTS,
+        text::RATE_LIMITED,
+        format!("this API key reached its {} limit of {} requests; retry after {} s", x.window.name(), x.limit, x.retry_after_secs),
+    )
+    .with("reset_time", json!(crate::api::time::iso(x.reset_at)));
+    e.retry_after = Some(x.retry_after_secs);
+    e
+}
+
+/// `api:limit_reached` and its audit record, once per key, limit and window.
+pub fn limit_reached(ctx: &AuthContext, d: &Decision) -> (Vec<OutboxEvent>, Vec<AuditEntry>) {
+    let Some(x) = d.exceeded.as_ref().filter(|x| x.first) else {
+        return (Vec::new(), Vec::new());
+    };
+    let event = OutboxEvent::new(
+        "api:limit_reached",
+        json!({
+            "apiKeyId": ctx.key.id,
+            "userId": ctx.key.user_id,
+            "limit": x.window.name(),
+            "limitValue": x.limit,
+            "resetTime": crate::api::time::iso(x.reset_at),
+        }),
+    );
+    let audit =
+        Audit::new(kind::RATE_LIMIT, category::USAGE_CONTROL, format!("API key {} reached its {} limit", ctx.key.id, x.window.name()))
+            .severity(Severity::Warning)
+            .outcome(outcome::BLOCKED)
+            .meta("operation", "limit_reached")
+            .meta("apiKeyId", ctx.key.id.clone())
+            .meta("limit", x.window.name())
+            .build();
+    (vec![event], vec![audit])
+}
+
+/// `X-RateLimit-*` on every counted response.
+pub fn with_limit_headers(mut resp: Response, d: &Decision) -> Response {
+    let h = resp.headers_mut();
+    h.insert("x-ratelimit-limit", HeaderValue::from(d.limit));
+    h.insert("x-ratelimit-remaining", HeaderValue::from(d.remaining));
+    h.insert("x-ratelimit-reset", HeaderValue::from(d.reset));
+    resp
+}

@@ -1,0 +1,168 @@
+//! `Idempotency-Key` on the chat routes (DECISIONS.md "Idempotency").
+//!
+//! Scope: per API key. A completed request's final status and body are stored
+//! — 200s and 4xx validation or permission errors; never 401, 409, 429 nor
+//! 5xx — for `chat.idempotency_ttl_secs` (24 h by default). The same key with
+//! another body (compared as canonical JSON) is 422. A duplicate that arrives
+//! while the first is in flight waits up to 10 s, then gets 409. An in-flight
+//! claim carries a lease renewed every 10 s while the request runs; after a
+//! crash it lapses 30 s after the last renewal and the key can be used again.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use chrono::Utc;
+use sha2::{Digest, Sha256};
+
+use crate::api::error::{ChatError, text};
+use crate::store::Store;
+use crate::store::records::{Claim, IdempotencyRecord, IdempotencyState};
+
+pub const HEADER: &str = "idempotency-key";
+/// Response header on a replayed answer.
+pub const REPLAYED_HEADER: &str = "idempotent-replayed";
+pub const LEASE: Duration = Duration::from_secs(30);
+pub const RENEW_EVERY: Duration = Duration::from_secs(10);
+pub const WAIT_FOR_IN_FLIGHT: Duration = Duration::from_secs(10);
+const POLL: Duration = Duration::from_millis(25);
+
+/// SHA-256 of the body as canonical JSON (sorted keys, no spaces), or of the
+/// raw bytes when it is not JSON.
+pub fn body_hash(body: &[u8]) -> String {
+    let canonical = serde_json::from_slice::<serde_json::Value>(body).ok().and_then(|v| serde_json::to_vec(&v).ok());
+    hex::encode(Sha256::digest(canonical.as_deref().unwrap_or(body)))
+}
+
+/// A claimed key; the lease is renewed until it is dropped.
+pub struct Guard {
+    pub scope: String,
+    pub body_hash: String,
+    ttl: chrono::Duration,
+    renewer: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for Guard {
+    fn drop(&mut self) {
+        self.renewer.abort();
+    }
+}
+
+impl Guard {
+    /// What to write when the request finishes: the record to keep, or `None`
+    /// to release the claim (statuses that must not be stored).
+    pub fn outcome(&self, status: StatusCode, content_type: &str, body: String) -> (String, Option<IdempotencyRecord>) {
+        let storable = status.is_success() || (status.is_client_error() && !matches!(status.as_u16(), 401 | 409 | 429));
+        let record = storable.then(|| IdempotencyRecord {
+            body_hash: self.body_hash.clone(),
+            state: IdempotencyState::Completed { status: status.as_u16(), content_type: content_type.to_owned(), body },
+            expires_at: Utc::now() + self.ttl,
+        });
+        (self.scope.clone(), record)
+    }
+}
+
+/// How to go on with a request.
+pub enum Begin {
+    /// No key: serve normally.
+    None,
+    /// Serve, then record through the guard.
+    Claimed(Guard),
+    /// Answer with the stored response.
+    Replay(Response),
+}
+
+fn replay(status: u16, content_type: &str, body: String) -> Response {
+    let mut resp = (StatusCode::from_u16(status).unwrap_or(StatusCode::OK), body).into_response();
+    if let Ok(ct) = HeaderValue::from_str(content_type) {
+        resp.headers_mut().insert(header::CONTENT_TYPE, ct);
+    }
+    resp.headers_mut().insert(REPLAYED_HEADER, HeaderValue::from_static("true"));
+    resp
+}
+
+fn reuse() -> ChatError {
+    ChatError::new(
+        StatusCode::UNPROCESSABLE_ENTITY,
+        text::IDEMPOTENCY_REUSE,
+        "this Idempotency-Key was used with a different request body; use a new key for a new request",
+    )
+}
+
+/// Look the key up, replay, wait, or claim it.
+pub async fn begin(store: &Arc<dyn Store>, key_id: &str, headers: &HeaderMap, body: &[u8], ttl_secs: u64) -> Result<Begin, ChatError> {
+    let Some(raw) = headers.get(HEADER) else {
+        return Ok(Begin::None);
+    };
+    let value = raw
+        .to_str()
+        .ok()
+        .filter(|v| !v.is_empty() && v.len() <= 255 && v.bytes().all(|b| b.is_ascii_graphic()))
+        .ok_or_else(|| ChatError::invalid_request("`Idempotency-Key` must be 1 to 255 visible ASCII characters"))?;
+    let scope = format!("{key_id}/{value}");
+    let hash = body_hash(body);
+    let waited_since = tokio::time::Instant::now();
+    loop {
+        let now = Utc::now();
+        if let Some(existing) = store.idempotency_get(&scope)? {
+            if existing.is_live(now) {
+                if existing.body_hash != hash {
+                    return Err(reuse());
+                }
+                match existing.state {
+                    IdempotencyState::Completed { status, content_type, body } => {
+                        return Ok(Begin::Replay(replay(status, &content_type, body)));
+                    }
+                    IdempotencyState::InFlight { .. } => {
+                        if waited_since.elapsed() >= WAIT_FOR_IN_FLIGHT {
+                            return Err(ChatError::new(
+                                StatusCode::CONFLICT,
+                                text::IN_PROGRESS,
+                                "a request with this Idempotency-Key is still in progress; retry later",
+                            ));
+                        }
+                        tokio::time::sleep(POLL).await;
+                        continue;
+                    }
+                }
+            }
+        }
+        let record = IdempotencyRecord {
+            body_hash: hash.clone(),
+            state: IdempotencyState::InFlight { lease_until: now + chrono::Duration::from_std(LEASE).unwrap_or_default() },
+            expires_at: now + chrono::Duration::seconds(ttl_secs as i64),
+        };
+        match store.idempotency_claim(&scope, record).await? {
+            Claim::Claimed => {
+                let renewer = {
+                    let store = store.clone();
+                    let scope = scope.clone();
+                    tokio::spawn(async move {
+                        loop {
+                            tokio::time::sleep(RENEW_EVERY).await;
+                            let until = Utc::now() + chrono::Duration::from_std(LEASE).unwrap_or_default();
+                            if let Err(e) = store.idempotency_renew(&scope, until).await {
+                                tracing::warn!(error = %e, "renewing an idempotency lease failed");
+                            }
+                        }
+                    })
+                };
+                return Ok(Begin::Claimed(Guard { scope, body_hash: hash, ttl: chrono::Duration::seconds(ttl_secs as i64), renewer }));
+            }
+            Claim::Existing(_) => continue,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn canonical_hash_ignores_key_order_and_spacing() {
+        assert_eq!(body_hash(br#"{"a":1,"b":[1,2]}"#), body_hash(br#"{ "b": [1, 2], "a": 1 }"#));
+        assert_ne!(body_hash(br#"{"a":1}"#), body_hash(br#"{"a":2}"#));
+        assert_eq!(body_hash(b"not json"), body_hash(b"not json"));
+    }
+}

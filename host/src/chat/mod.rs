@@ -1,0 +1,19 @@
+//! The chat path: validate → limits → policy → shield → retrieval → model
+//! chain (failover) → output checks → usage, receipt, events.
+
+pub mod breaker;
+pub mod chain;
+pub mod engine;
+pub mod format;
+pub mod guard;
+pub mod handler;
+pub mod idempotency;
+pub mod openai;
+pub mod providers;
+pub mod request;
+pub mod response;
+pub mod security;
+pub mod sse;
+pub mod stream;
+pub mod transport;
+pub mod types;

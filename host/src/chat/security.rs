@@ -1,0 +1,589 @@
+//! The security pipeline around the model chain (DECISIONS.md "Security
+//! pipeline"): policy → Prompt Shield on the input → PII/DLP → (retrieval →
+//! Prompt Shield on passages) → model chain → output checks (canary, PII
+//! restore). Policies and detectors are plugins; this module owns the order,
+//! the outcomes (403 `Access denied` with the reason, events, audit records)
+//! and the bookkeeping that must survive until the answer is out.
+
+use std::sync::Arc;
+
+use axum::http::StatusCode;
+use serde_json::{Value, json};
+
+use super::types::{Message, Role};
+use crate::api::error::{ChatError, text};
+use crate::audit::{Audit, category, kind, outcome};
+use crate::store::model::{AuditEntry, Severity};
+use crate::store::records::OutboxEvent;
+
+/// Prompt Shield strictness.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Strictness {
+    Monitor,
+    Balanced,
+    Strict,
+}
+
+impl Strictness {
+    pub fn parse(s: &str) -> Option<Self> {
+        match s {
+            "monitor" => Some(Strictness::Monitor),
+            "balanced" | "block" => Some(Strictness::Balanced),
+            "strict" => Some(Strictness::Strict),
+            _ => None,
+        }
+    }
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Strictness::Monitor => "monitor",
+            Strictness::Balanced => "balanced",
+            Strictness::Strict => "strict",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Stage {
+    Input,
+    Retrieved,
+    Output,
+}
+
+impl Stage {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Stage::Input => "input",
+            Stage::Retrieved => "retrieved",
+            Stage::Output => "output",
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Action {
+    Allow,
+    Flag,
+    Redact,
+    Block,
+}
+
+impl Action {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Action::Allow => "allow",
+            Action::Flag => "flag",
+            Action::Redact => "redact",
+            Action::Block => "block",
+        }
+    }
+}
+
+/// A span to replace, in byte offsets of the inspected text.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Redaction {
+    pub start: usize,
+    pub end: usize,
+    pub kind: String,
+    pub replacement: String,
+}
+
+#[derive(Debug, Clone, PartialEq)]
+pub struct Verdict {
+    pub action: Action,
+    pub score: f32,
+    pub reasons: Vec<String>,
+    pub redactions: Vec<Redaction>,
+}
+
+/// A Prompt Shield / PII / DLP component as the pipeline sees it.
+pub trait Detector: Send + Sync {
+    fn inspect(&self, stage: Stage, strictness: Strictness, config_json: &str, texts: &[String]) -> Result<Vec<Verdict>, String>;
+    /// `(token, instruction)` for a per-request seed.
+    fn make_canary(&self, seed: &str) -> Result<Option<(String, String)>, String>;
+}
+
+/// What a policy sees.
+#[derive(Debug, Clone)]
+pub struct PolicyInput {
+    pub policy_name: String,
+    pub key_id: String,
+    pub user_id: String,
+    pub group_id: Option<String>,
+    pub models: Vec<String>,
+    pub index: String,
+    pub messages: Vec<Message>,
+    pub shield_disable_requested: bool,
+    pub config_json: String,
+}
+
+/// A policy's decision and constraints.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PolicyDecision {
+    pub allow: bool,
+    pub reason: Option<String>,
+    pub allowed_providers: Option<Vec<String>>,
+    pub allowed_indexes: Option<Vec<String>>,
+    pub pii_action: Action,
+    pub dlp_action: Action,
+    pub restore_pii: bool,
+    pub shield_mode: String,
+    pub shield_may_disable: bool,
+    pub withhold_on_canary_leak: bool,
+    pub log_prompts: bool,
+}
+
+/// A policy component.
+pub trait PolicyEngine: Send + Sync {
+    fn evaluate(&self, input: &PolicyInput) -> Result<PolicyDecision, String>;
+    /// Hex SHA-256 of the component and its config (`smltp_policy_hash`).
+    fn hash(&self) -> String;
+}
+
+/// Names of the bundled detector components.
+pub const PROMPT_SHIELD: &str = "prompt-shield";
+pub const PII_DLP: &str = "pii-dlp";
+
+/// Where a request stands after the input checks.
+#[derive(Debug, Clone, Default)]
+pub struct Guarded {
+    pub decision: Option<PolicyDecision>,
+    /// Canary planted in the system context.
+    pub canary: Option<String>,
+    /// Placeholder → original value, restored in the answer when the policy says so.
+    pub restore: Vec<(String, String)>,
+    /// `metadata.prompt_shield_policy`.
+    pub shield_meta: Option<Value>,
+    /// `allow`, `flag` or `redact` — for the receipt.
+    pub verdict: &'static str,
+    pub events: Vec<OutboxEvent>,
+    pub audit: Vec<AuditEntry>,
+    /// Every verdict, for the policy-check route: `{stage, plugin, action, score, reasons}`.
+    pub verdicts: Vec<Value>,
+}
+
+impl Guarded {
+    /// Longest text the output scanner must hold back so a pattern split
+    /// across chunks is still seen whole: the longest fixed pattern minus one.
+    pub fn hold_back(&self) -> usize {
+        let canary = self.canary.as_ref().map_or(0, |c| c.chars().count());
+        let placeholders = self.restore.iter().map(|(p, _)| p.chars().count()).max().unwrap_or(0);
+        canary.max(placeholders).saturating_sub(1)
+    }
+
+    pub fn needs_output_scan(&self) -> bool {
+        self.canary.is_some() || !self.restore.is_empty()
+    }
+}
+
+/// A refusal with what it leaves to record.
+pub struct Refusal {
+    pub error: ChatError,
+    pub events: Vec<OutboxEvent>,
+    pub audit: Vec<AuditEntry>,
+    /// Verdicts up to and including the refusing one (for the policy-check route).
+    pub verdicts: Vec<Value>,
+}
+
+fn denied(message: String) -> ChatError {
+    ChatError::new(StatusCode::FORBIDDEN, text::ACCESS_DENIED, message)
+}
+
+/// Who a security record is about (never the offending text).
+#[derive(Debug, Clone)]
+pub struct Subject {
+    pub key_id: String,
+    pub user_id: String,
+    pub request_id: String,
+    pub policy: String,
+}
+
+impl Subject {
+    fn event(&self, kind: &str, mut data: Value) -> OutboxEvent {
+        data["apiKeyId"] = json!(self.key_id);
+        data["userId"] = json!(self.user_id);
+        data["requestId"] = json!(self.request_id);
+        data["policy"] = json!(self.policy);
+        OutboxEvent::new(kind, data)
+    }
+
+    fn audit(&self, description: String, out: &str, severity: Severity, meta: Value) -> AuditEntry {
+        let mut a = Audit::new(kind::SECURITY_EVENT, category::SECURITY_MONITORING, description)
+            .severity(severity)
+            .outcome(out)
+            .meta("apiKeyId", self.key_id.clone())
+            .meta("requestId", self.request_id.clone())
+            .meta("policyName", self.policy.clone());
+        if let Value::Object(m) = meta {
+            for (k, v) in m {
+                a = a.meta(&k, v);
+            }
+        }
+        a.build()
+    }
+}
+
+/// Evaluate the policy; a deny is a refusal.
+pub fn apply_policy(engine: &dyn PolicyEngine, input: &PolicyInput, who: &Subject) -> Result<PolicyDecision, Refusal> {
+    let decision = engine.evaluate(input).map_err(|e| {
+        tracing::error!(policy = %input.policy_name, error = %e, "policy plugin failed");
+        Refusal {
+            error: denied(format!("policy {} could not be evaluated; the request was refused", input.policy_name)),
+            events: Vec::new(),
+            verdicts: Vec::new(),
+            audit: vec![who.audit(
+                format!("Policy {} failed; request refused", input.policy_name),
+                outcome::FAILURE,
+                Severity::Error,
+                json!({"operation": "policy_error"}),
+            )],
+        }
+    })?;
+    if !decision.allow {
+        let reason = decision.reason.clone().unwrap_or_else(|| format!("denied by policy {}", input.policy_name));
+        return Err(Refusal {
+            error: denied(reason.clone()),
+            events: Vec::new(),
+            verdicts: vec![json!({"stage": "policy", "plugin": input.policy_name, "action": "block", "score": 1.0, "reasons": [reason]})],
+            audit: vec![who.audit(
+                format!("Request denied by policy {}: {reason}", input.policy_name),
+                outcome::BLOCKED,
+                Severity::Warning,
+                json!({"operation": "policy_deny"}),
+            )],
+        });
+    }
+    Ok(decision)
+}
+
+/// The texts of the caller's own messages (what Prompt Shield inspects on input).
+pub fn user_texts(messages: &[Message]) -> Vec<String> {
+    messages.iter().filter(|m| m.role == Role::User).map(|m| m.content.clone()).collect()
+}
+
+/// Prompt Shield on `texts` at `stage`. Block → refusal; flag → event.
+pub fn shield(
+    detector: &dyn Detector,
+    stage: Stage,
+    strictness: Strictness,
+    config_json: &str,
+    texts: &[String],
+    who: &Subject,
+    guarded: &mut Guarded,
+) -> Result<(Action, f32), Refusal> {
+    if texts.is_empty() {
+        return Ok((Action::Allow, 0.0));
+    }
+    let verdicts = detector.inspect(stage, strictness, config_json, texts).map_err(|e| {
+        tracing::error!(error = %e, "Prompt Shield failed");
+        Refusal {
+            error: denied("Prompt Shield could not inspect the request; it was refused".into()),
+            events: Vec::new(),
+            verdicts: Vec::new(),
+            audit: vec![who.audit(
+                "Prompt Shield failed; request refused".into(),
+                outcome::FAILURE,
+                Severity::Error,
+                json!({"operation": "shield_error"}),
+            )],
+        }
+    })?;
+    let worst = verdicts.iter().map(|v| v.action).max().unwrap_or(Action::Allow);
+    let score = verdicts.iter().map(|v| v.score).fold(0.0f32, f32::max);
+    let mut reasons: Vec<String> = verdicts.iter().flat_map(|v| v.reasons.iter().cloned()).collect();
+    reasons.sort();
+    reasons.dedup();
+    guarded.verdicts.push(json!({
+        "stage": stage.as_str(), "plugin": PROMPT_SHIELD, "action": worst.as_str(), "score": score, "reasons": reasons,
+    }));
+    let data = json!({"stage": stage.as_str(), "mode": strictness.as_str(), "score": score, "reasons": reasons});
+    match worst {
+        Action::Block => {
+            let reason = reasons.first().cloned().unwrap_or_else(|| "prompt injection detected".into());
+            Err(Refusal {
+                error: denied(if stage == Stage::Retrieved { format!("{reason} in retrieved documents") } else { reason.clone() }),
+                events: vec![who.event("promptshield:attack:blocked", data.clone())],
+                verdicts: Vec::new(),
+                audit: vec![who.audit(
+                    format!("Prompt Shield blocked a request ({} stage): {reason}", stage.as_str()),
+                    outcome::BLOCKED,
+                    Severity::Warning,
+                    json!({"operation": "prompt_shield_block", "stage": stage.as_str(), "score": score}),
+                )],
+            })
+        }
+        Action::Flag | Action::Redact => {
+            guarded.events.push(who.event("promptshield:attack:detected", data));
+            guarded.audit.push(who.audit(
+                format!("Prompt Shield flagged a request ({} stage)", stage.as_str()),
+                outcome::DETECTED,
+                Severity::Info,
+                json!({"operation": "prompt_shield_flag", "stage": stage.as_str(), "score": score}),
+            ));
+            Ok((Action::Flag, score))
+        }
+        Action::Allow => Ok((Action::Allow, score)),
+    }
+}
+
+/// Is a finding kind personal data (else a secret / DLP rule)?
+fn is_pii(kind: &str) -> bool {
+    !kind.starts_with("dlp")
+        && !matches!(kind, k if k.contains("key") || k.contains("token") || k.contains("secret") || k.contains("password") || k.contains("jwt") || k.starts_with("custom"))
+}
+
+/// PII and DLP on the input messages: block → refusal; redact → the
+/// messages are rewritten and placeholders remembered; flag → events.
+pub fn pii_dlp(
+    detector: &dyn Detector,
+    decision: &PolicyDecision,
+    config_json: &Value,
+    messages: &mut [Message],
+    who: &Subject,
+    guarded: &mut Guarded,
+) -> Result<(), Refusal> {
+    if decision.pii_action == Action::Allow && decision.dlp_action == Action::Allow {
+        return Ok(());
+    }
+    let mut cfg = config_json.clone();
+    if !cfg.is_object() {
+        cfg = json!({});
+    }
+    cfg["pii"] = json!(decision.pii_action.as_str());
+    cfg["dlp"] = json!(decision.dlp_action.as_str());
+    let texts: Vec<String> = messages.iter().map(|m| m.content.clone()).collect();
+    let verdicts = detector.inspect(Stage::Input, Strictness::Balanced, &cfg.to_string(), &texts).map_err(|e| {
+        tracing::error!(error = %e, "PII/DLP detector failed");
+        Refusal {
+            error: denied("the data-protection check failed; the request was refused".into()),
+            events: Vec::new(),
+            verdicts: Vec::new(),
+            audit: Vec::new(),
+        }
+    })?;
+    let mut pii_kinds = Vec::new();
+    let mut dlp_kinds = Vec::new();
+    for v in &verdicts {
+        for r in &v.redactions {
+            if is_pii(&r.kind) { pii_kinds.push(r.kind.clone()) } else { dlp_kinds.push(r.kind.clone()) }
+        }
+        for reason in &v.reasons {
+            if let Some(k) = reason.strip_prefix("pii:") {
+                pii_kinds.push(k.to_owned());
+            } else if let Some(k) = reason.strip_prefix("dlp:") {
+                dlp_kinds.push(k.to_owned());
+            }
+        }
+    }
+    for list in [&mut pii_kinds, &mut dlp_kinds] {
+        list.sort();
+        list.dedup();
+    }
+    let worst = verdicts.iter().map(|v| v.action).max().unwrap_or(Action::Allow);
+    let mut all_kinds: Vec<String> = pii_kinds.iter().chain(&dlp_kinds).map(|k| k.to_string()).collect();
+    all_kinds.sort();
+    guarded.verdicts.push(json!({
+        "stage": "input",
+        "plugin": PII_DLP,
+        "action": worst.as_str(),
+        "score": verdicts.iter().map(|v| v.score).fold(0.0f32, f32::max),
+        "reasons": all_kinds,
+    }));
+    let record = |event: &str, kinds: &[String], action: Action, guarded: &mut Guarded| {
+        if kinds.is_empty() {
+            return;
+        }
+        guarded.events.push(who.event(event, json!({"kinds": kinds, "action": action.as_str(), "stage": "input"})));
+        guarded.audit.push(who.audit(
+            format!("{event} ({}): {}", action.as_str(), kinds.join(", ")),
+            if action == Action::Block { outcome::BLOCKED } else { outcome::DETECTED },
+            if action == Action::Block { Severity::Warning } else { Severity::Info },
+            json!({"operation": event.replace(':', "_"), "kinds": kinds}),
+        ));
+    };
+    if worst == Action::Block {
+        let mut g = Guarded::default();
+        let pii_action = if pii_kinds.is_empty() { Action::Allow } else { decision.pii_action };
+        let dlp_action = if dlp_kinds.is_empty() { Action::Allow } else { decision.dlp_action };
+        record("pii:incident", &pii_kinds, pii_action, &mut g);
+        record("dlp:incident", &dlp_kinds, dlp_action, &mut g);
+        let what = if !dlp_kinds.is_empty() && dlp_action == Action::Block { "secrets" } else { "personal data" };
+        return Err(Refusal {
+            error: denied(format!("the request contains {what} that policy {} does not let leave", who.policy)),
+            events: g.events,
+            audit: g.audit,
+            verdicts: Vec::new(),
+        });
+    }
+    record("pii:incident", &pii_kinds, decision.pii_action, guarded);
+    record("dlp:incident", &dlp_kinds, decision.dlp_action, guarded);
+    // Apply redactions, last span first so earlier offsets stay valid.
+    for (m, v) in messages.iter_mut().zip(&verdicts) {
+        if v.action != Action::Redact || v.redactions.is_empty() {
+            continue;
+        }
+        let mut spans = v.redactions.clone();
+        spans.sort_by(|a, b| b.start.cmp(&a.start));
+        for r in spans {
+            if r.start <= r.end && r.end <= m.content.len() && m.content.is_char_boundary(r.start) && m.content.is_char_boundary(r.end) {
+                let original = m.content[r.start..r.end].to_owned();
+                m.content.replace_range(r.start..r.end, &r.replacement);
+                if decision.restore_pii && !guarded.restore.iter().any(|(p, _)| p == &r.replacement) {
+                    guarded.restore.push((r.replacement.clone(), original));
+                }
+            }
+        }
+        guarded.verdict = "redact";
+    }
+    Ok(())
+}
+
+/// Put the canary instruction into the system context.
+pub fn plant_canary(messages: &mut Vec<Message>, instruction: &str) {
+    match messages.first_mut() {
+        Some(m) if m.role == Role::System => {
+            m.content.push_str("\n\n");
+            m.content.push_str(instruction);
+        }
+        _ => messages.insert(0, Message { role: Role::System, content: instruction.to_owned() }),
+    }
+}
+
+/// Output checks over text that is final (a whole answer, or the part of a
+/// stream past the hold-back): canary leak and PII restore.
+#[derive(Debug, Default)]
+pub struct OutputScan {
+    pub leaked: bool,
+}
+
+impl Guarded {
+    /// Scan `text`: returns it with placeholders restored, and whether the canary appeared.
+    pub fn scan_output(&self, text: &str) -> (String, bool) {
+        let leaked = self.canary.as_deref().is_some_and(|c| text.contains(c));
+        let mut out = text.to_owned();
+        for (placeholder, original) in &self.restore {
+            if out.contains(placeholder.as_str()) {
+                out = out.replace(placeholder.as_str(), original);
+            }
+        }
+        (out, leaked)
+    }
+
+    /// The event and audit record of a canary leak.
+    pub fn canary_leak(&self, who: &Subject, withheld: bool) -> (OutboxEvent, AuditEntry) {
+        (
+            who.event("promptshield:canary:leaked", json!({"withheld": withheld})),
+            who.audit(
+                format!("Canary token leaked in model output{}", if withheld { "; output withheld" } else { "" }),
+                if withheld { outcome::BLOCKED } else { outcome::DETECTED },
+                Severity::Critical,
+                json!({"operation": "canary_leak"}),
+            ),
+        )
+    }
+}
+
+/// Streaming output scanner: holds back the tail that could still be the
+/// start of a pattern, releases the rest once it is safe.
+pub struct StreamScanner {
+    guarded: Arc<Guarded>,
+    pending: String,
+    hold: usize,
+}
+
+impl StreamScanner {
+    pub fn new(guarded: Arc<Guarded>) -> Self {
+        let hold = guarded.hold_back();
+        StreamScanner { guarded, pending: String::new(), hold }
+    }
+
+    /// Add a delta; returns text safe to send and whether a canary leaked.
+    pub fn push(&mut self, delta: &str) -> (String, bool) {
+        self.pending.push_str(delta);
+        let (restored, leaked) = self.guarded.scan_output(&self.pending);
+        if leaked {
+            self.pending.clear();
+            return (String::new(), true);
+        }
+        // Keep the last `hold` characters back: they may begin a pattern.
+        let chars: Vec<char> = restored.chars().collect();
+        if chars.len() <= self.hold {
+            self.pending = restored;
+            return (String::new(), false);
+        }
+        let cut = chars.len() - self.hold;
+        let out: String = chars[..cut].iter().collect();
+        self.pending = chars[cut..].iter().collect();
+        (out, false)
+    }
+
+    /// The end: scan and release the held tail.
+    pub fn finish(&mut self) -> (String, bool) {
+        let (restored, leaked) = self.guarded.scan_output(&self.pending);
+        self.pending.clear();
+        if leaked { (String::new(), true) } else { (restored, false) }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn guarded(canary: &str, restore: &[(&str, &str)]) -> Arc<Guarded> {
+        Arc::new(Guarded {
+            canary: Some(canary.to_owned()),
+            restore: restore.iter().map(|(a, b)| ((*a).to_owned(), (*b).to_owned())).collect(),
+            ..Default::default()
+        })
+    }
+
+    #[test]
+    fn a_canary_split_across_chunks_is_caught() {
+        let g = guarded("gh-canary-0123456789abcdef", &[]);
+        let mut s = StreamScanner::new(g);
+        let mut sent = String::new();
+        for piece in ["Hello, the token is gh-ca", "nary-01234", "56789abcdef and more"] {
+            let (out, leaked) = s.push(piece);
+            sent.push_str(&out);
+            if leaked {
+                assert!(!sent.contains("gh-canary-0123456789abcdef"));
+                return;
+            }
+        }
+        panic!("leak not detected");
+    }
+
+    #[test]
+    fn placeholders_split_across_chunks_are_restored() {
+        let g = guarded("gh-canary-xxxxxxxxxxxxxxxx", &[("[EMAIL_1]", "ann@example.com")]);
+        let mut s = StreamScanner::new(g);
+        let mut sent = String::new();
+        for piece in ["Write to [EM", "AIL_1] today", "."] {
+            sent.push_str(&s.push(piece).0);
+        }
+        sent.push_str(&s.finish().0);
+        assert_eq!(sent, "Write to ann@example.com today.");
+    }
+
+    #[test]
+    fn plain_text_flows_through_with_bounded_delay() {
+        let g = guarded("abcdef", &[]);
+        let mut s = StreamScanner::new(g);
+        let (out, _) = s.push("hello world");
+        assert_eq!(out, "hello ");
+        let (tail, leaked) = s.finish();
+        assert!(!leaked);
+        assert_eq!(tail, "world");
+    }
+
+    #[test]
+    fn canary_goes_into_the_system_message() {
+        let mut m = vec![Message { role: Role::User, content: "hi".into() }];
+        plant_canary(&mut m, "secret token X");
+        assert_eq!(m[0].role, Role::System);
+        let mut m = vec![Message { role: Role::System, content: "be brief".into() }, Message { role: Role::User, content: "hi".into() }];
+        plant_canary(&mut m, "secret token X");
+        assert_eq!(m.len(), 2);
+        assert!(m[0].content.ends_with("secret token X"));
+    }
+}

@@ -1,0 +1,297 @@
+//! Streaming answers (spec 2.3, DECISIONS.md "Streaming").
+//!
+//! The chain runs until one model produces its first token; until then
+//! nothing is sent, so an exhausted chain answers with the same JSON 429/502
+//! as a non-streaming request. Then the response starts: a `metadata` frame,
+//! `chunk` frames, a `usage` frame and `data: [DONE]`. After the first token
+//! there is no failover: an upstream failure or a silence longer than the
+//! attempt's timeout sends an `error` frame and `[DONE]`.
+//!
+//! Frames go through a bounded channel (16 frames): a slow client stops the
+//! host reading from the upstream rather than growing a buffer, and a client
+//! that goes away drops the upstream request. Whatever was generated is billed.
+
+use std::convert::Infallible;
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use tokio::sync::mpsc;
+
+use super::chain::{self, ChainResult};
+use super::engine::{self, OpenStream};
+use super::format::Format;
+use super::handler::{Prepared, Reply, exhausted_error, failover_events, finish, policy_skip};
+use super::idempotency::Guard;
+use super::providers;
+use super::security::{Guarded, StreamScanner};
+use super::types::StreamPiece;
+use super::types::{Trigger, Usage};
+use crate::app::AppState;
+use crate::auth::AuthContext;
+use crate::store::records::{OutboxEvent, RequestOutcome, UsageDelta};
+
+/// Frames buffered between the upstream reader and the client.
+const CHANNEL_FRAMES: usize = 16;
+
+pub async fn serve(app: AppState, ctx: AuthContext, mut p: Prepared, mut secured: Guarded, guard: Option<Guard>) -> Response {
+    let result = chain::run(
+        &p.params.chain,
+        &p.params.on,
+        &app.breakers,
+        |e| policy_skip(&secured, e),
+        |_, entry| {
+            let resolved = providers::resolve(&p.targets, p.adapters.as_ref(), &entry.model);
+            let transport = app.transport.clone();
+            let normalized = &p.normalized;
+            async move { engine::open_stream(&transport, &resolved?, entry, normalized).await }
+        },
+    )
+    .await;
+    let format = p.format;
+    let bill_user = p.bill_user.clone();
+    let (open, index, attempts, failovers) = match result {
+        ChainResult::Served { value, index, attempts, failovers } => (value, index, attempts, failovers),
+        ChainResult::Exhausted { attempts, failovers, all_rate_limited } => {
+            let err = exhausted_error(&attempts, all_rate_limited);
+            let mut events = failover_events(&ctx, &bill_user, &failovers);
+            events.append(&mut secured.events);
+            let audit = std::mem::take(&mut secured.audit);
+            // Before any byte was sent: JSON, like a non-streaming request.
+            let mut reply = Reply::error(format, err, events);
+            reply.audit = audit;
+            return finish(&app, reply, guard).await;
+        }
+    };
+    p.meta.served_model = p.params.chain[index].model.to_string();
+    if let Some(a) = attempts.last() {
+        crate::metrics::get()
+            .time_to_first_token
+            .get_or_create(&crate::metrics::ModelLabel { model: p.meta.served_model.clone() })
+            .observe(a.latency_ms as f64 / 1000.0);
+    }
+    if p.params.multi_model() {
+        p.meta.failover = Some(attempts);
+    }
+    let prompt_text: String = p.normalized.messages.iter().map(|m| m.content.as_str()).collect();
+    let (tx, rx) = mpsc::channel::<Bytes>(CHANNEL_FRAMES);
+    let mut events = failover_events(&ctx, &bill_user, &failovers);
+    events.append(&mut secured.events);
+    let audit = std::mem::take(&mut secured.audit);
+    let job = Pump {
+        app: app.clone(),
+        ctx: ctx.clone(),
+        events,
+        audit,
+        usage_owner: (bill_user, ctx.key.id.clone()),
+        prompt_text,
+        guard,
+        prepared: p,
+        secured: Arc::new(secured),
+    };
+    tokio::spawn(job.run(open, tx));
+    let body =
+        Body::from_stream(futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx)) }));
+    let mut resp = (StatusCode::OK, body).into_response();
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/event-stream"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    resp
+}
+
+struct Pump {
+    app: AppState,
+    ctx: AuthContext,
+    events: Vec<OutboxEvent>,
+    audit: Vec<crate::store::model::AuditEntry>,
+    usage_owner: (String, String),
+    prompt_text: String,
+    guard: Option<Guard>,
+    prepared: Prepared,
+    secured: Arc<Guarded>,
+}
+
+/// Sends frames and keeps a copy for idempotent replay.
+struct Sink {
+    tx: mpsc::Sender<Bytes>,
+    record: Option<String>,
+    client_gone: bool,
+}
+
+impl Sink {
+    async fn send(&mut self, frame: String) {
+        if self.client_gone {
+            return;
+        }
+        if let Some(r) = &mut self.record {
+            r.push_str(&frame);
+        }
+        if self.tx.send(Bytes::from(frame)).await.is_err() {
+            self.client_gone = true;
+        }
+    }
+}
+
+/// Turns upstream pieces into chunk frames, through the output scanner when
+/// the policy needs one.
+struct Emitter {
+    format: Format,
+    rid: String,
+    created: i64,
+    model: String,
+    /// What the model generated (billed), before restore.
+    generated: String,
+    /// What the client was sent.
+    sent: String,
+    reported: Option<Usage>,
+    scanner: Option<StreamScanner>,
+    /// Finish reason held back with the tail.
+    held_finish: Option<String>,
+    leaked: bool,
+}
+
+impl Emitter {
+    async fn piece(&mut self, sink: &mut Sink, piece: &StreamPiece) {
+        if let Some(u) = piece.usage {
+            self.reported = Some(u);
+        }
+        if piece.content.is_empty() && piece.finish_reason.is_none() {
+            return;
+        }
+        self.generated.push_str(&piece.content);
+        let (text, finish) = match &mut self.scanner {
+            None => (piece.content.clone(), piece.finish_reason.clone()),
+            Some(scanner) => {
+                let (text, leaked) = scanner.push(&piece.content);
+                if leaked {
+                    self.leaked = true;
+                    return;
+                }
+                if piece.finish_reason.is_some() {
+                    // The finish reason goes out with the released tail.
+                    self.held_finish.clone_from(&piece.finish_reason);
+                }
+                (text, None)
+            }
+        };
+        if !text.is_empty() || finish.is_some() {
+            self.sent.push_str(&text);
+            sink.send(self.format.chunk(&self.rid, self.created, &self.model, &text, finish.as_deref())).await;
+        }
+    }
+
+    /// Release the held tail (scanned) at the end of the stream.
+    async fn flush(&mut self, sink: &mut Sink) {
+        let Some(scanner) = &mut self.scanner else { return };
+        let (tail, leaked) = scanner.finish();
+        if leaked {
+            self.leaked = true;
+            return;
+        }
+        let finish = self.held_finish.take();
+        if !tail.is_empty() || finish.is_some() {
+            self.sent.push_str(&tail);
+            sink.send(self.format.chunk(&self.rid, self.created, &self.model, &tail, finish.as_deref())).await;
+        }
+    }
+}
+
+impl Pump {
+    async fn run(mut self, mut open: OpenStream, tx: mpsc::Sender<Bytes>) {
+        let mut sink = Sink { tx, record: self.guard.as_ref().map(|_| String::new()), client_gone: false };
+        let mut em = Emitter {
+            format: self.prepared.format,
+            rid: self.prepared.request_id.clone(),
+            created: self.prepared.created,
+            model: self.prepared.meta.served_model.clone(),
+            generated: String::new(),
+            sent: String::new(),
+            reported: None,
+            scanner: self.secured.needs_output_scan().then(|| StreamScanner::new(self.secured.clone())),
+            held_finish: None,
+            leaked: false,
+        };
+        let withhold = self.secured.decision.as_ref().is_some_and(|d| d.withhold_on_canary_leak);
+        if let Some(open_frame) = em.format.opening(&em.rid, em.created, &self.prepared.meta) {
+            sink.send(open_frame).await;
+        }
+
+        let mut failure = None;
+        for piece in std::mem::take(&mut open.first) {
+            em.piece(&mut sink, &piece).await;
+        }
+        while !open.finished && !sink.client_gone && !(em.leaked && withhold) {
+            let next = tokio::select! {
+                _ = sink.tx.closed() => {
+                    sink.client_gone = true;
+                    break;
+                }
+                r = open.next_piece_timed() => r,
+            };
+            match next {
+                Ok(Some(piece)) => em.piece(&mut sink, &piece).await,
+                Ok(None) => break,
+                Err(e) => {
+                    failure = Some(e);
+                    break;
+                }
+            }
+        }
+        // Dropping the upstream body here cancels the upstream request if it is still running.
+        drop(open);
+        if !(em.leaked && withhold) {
+            em.flush(&mut sink).await;
+        }
+        let usage = engine::settle_usage(em.reported, &self.prompt_text, &em.generated);
+        let mut audit = std::mem::take(&mut self.audit);
+        if em.leaked {
+            let (ev, au) = self.secured.canary_leak(&super::guard::subject(&self.ctx, &self.prepared), withhold);
+            self.events.push(ev);
+            audit.push(au);
+        }
+        if em.leaked && withhold {
+            let msg = "output withheld: the answer leaked the system context (canary token)";
+            sink.send(em.format.failure("output_blocked", msg, &em.rid)).await;
+        } else {
+            match &failure {
+                Some(e) => {
+                    let code = if e.trigger == Trigger::Timeout { "timeout" } else { "upstream_error" };
+                    let msg = format!("the model stopped mid-answer: {}", e.message);
+                    sink.send(em.format.failure(code, &msg, &em.rid)).await;
+                }
+                None => sink.send(em.format.closing(&em.rid, em.created, &em.model, usage)).await,
+            }
+        }
+
+        let idem = match (&self.guard, sink.record.take()) {
+            (Some(g), Some(recorded)) => Some(g.outcome(StatusCode::OK, "text/event-stream", recorded)),
+            _ => None,
+        };
+        let verdict = if em.leaked {
+            "canary_leaked"
+        } else if failure.is_some() {
+            "interrupted"
+        } else {
+            self.secured.verdict
+        };
+        let receipt = self.prepared.receipt(&self.app, &self.ctx, &em.model, &em.sent, verdict);
+        let outcome = RequestOutcome {
+            receipt: Some(receipt),
+            usage: Some(UsageDelta {
+                user_id: self.usage_owner.0.clone(),
+                key_id: self.usage_owner.1.clone(),
+                prompt_tokens: usage.prompt_tokens,
+                completion_tokens: usage.completion_tokens,
+            }),
+            events: self.events,
+            audit,
+            idempotency: idem,
+        };
+        if let Err(e) = self.app.store.finish_request(outcome).await {
+            tracing::error!(error = %e, "recording a streamed chat request failed");
+        }
+        drop(self.guard);
+    }
+}

@@ -1,0 +1,210 @@
+//! The `gatehouse` command line: the server and the operators' offline tools.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+use crate::auth::keys::ApiKeySecret;
+use crate::config::Config;
+use crate::store::Store;
+use crate::store::model::AuditUser;
+use crate::store::redb::RedbStore;
+
+/// Gatehouse: an AI inference gateway with WebAssembly plugins.
+#[derive(Debug, Parser)]
+#[command(name = "gatehouse", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Where the config comes from (shared by every subcommand).
+#[derive(Debug, Args, Clone)]
+pub struct ConfigArg {
+    /// Config file (TOML). Without it: built-in defaults and GATEHOUSE_* variables.
+    #[arg(short, long, env = "GATEHOUSE_CONFIG", global = true)]
+    pub config: Option<PathBuf>,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Run the gateway server.
+    Serve(#[command(flatten)] ConfigArg),
+    /// Check a config file and print the effective settings.
+    Config {
+        #[command(subcommand)]
+        action: ConfigAction,
+    },
+    /// Manage API keys while the server is stopped (the data dir is locked while it runs).
+    Keys {
+        #[command(subcommand)]
+        action: KeysAction,
+    },
+    /// Work with the audit log while the server is stopped.
+    Audit {
+        #[command(subcommand)]
+        action: AuditAction,
+    },
+    /// Inspect plugins: the bundled set, the watched folder, a component file.
+    Plugins {
+        #[command(subcommand)]
+        action: PluginsAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum PluginsAction {
+    /// List the plugins a server with this config would load (kind, name, version, world, size, hash).
+    List(#[command(flatten)] ConfigArg),
+    /// Check that a .wasm file is a loadable Gatehouse plugin, and describe it.
+    Check {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// The component file.
+        file: PathBuf,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum ConfigAction {
+    /// Load and validate the config; exit 1 with the bad key named if it is invalid.
+    Check(#[command(flatten)] ConfigArg),
+}
+
+#[derive(Debug, Subcommand)]
+pub enum KeysAction {
+    /// Create an admin key (and its admin user). Prints the key once.
+    CreateAdmin {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// A name for the key.
+        #[arg(long, default_value = "cli")]
+        name: String,
+    },
+    /// List keys (never their secrets).
+    List(#[command(flatten)] ConfigArg),
+    /// Revoke a key by id.
+    Revoke {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// Key id (`key_…`).
+        id: String,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum AuditAction {
+    /// Verify the audit hash chain; exit 1 and name the first broken record if it is broken.
+    Verify(#[command(flatten)] ConfigArg),
+}
+
+fn cli_actor() -> AuditUser {
+    AuditUser { id: "cli".into(), name: "gatehouse CLI".into(), email: String::new() }
+}
+
+fn load(c: &ConfigArg) -> anyhow::Result<Config> {
+    Ok(Config::load(c.config.as_deref())?)
+}
+
+fn open_store(cfg: &Config) -> anyhow::Result<RedbStore> {
+    RedbStore::open(&cfg.data_dir, true)
+}
+
+/// Run an offline (non-server) command; returns the process exit code.
+pub async fn run_offline(cmd: Command) -> anyhow::Result<i32> {
+    match cmd {
+        Command::Serve(_) => unreachable_serve(),
+        Command::Config { action: ConfigAction::Check(c) } => {
+            let cfg = load(&c)?;
+            println!("config OK");
+            println!("  listen:    {}", cfg.listen);
+            println!("  data_dir:  {}", cfg.data_dir.display());
+            println!("  providers: {}", cfg.providers.keys().cloned().collect::<Vec<_>>().join(", "));
+            println!("  indexes:   {}", cfg.indexes.keys().cloned().collect::<Vec<_>>().join(", "));
+            println!("  policy:    {}", cfg.policies.default);
+            Ok(0)
+        }
+        Command::Keys { action } => match action {
+            KeysAction::CreateAdmin { config, name } => {
+                let cfg = load(&config)?;
+                let store = open_store(&cfg)?;
+                let secret = ApiKeySecret::generate();
+                let id = crate::bootstrap::create_admin_key(&store, &secret, &name, cli_actor()).await?;
+                store.flush().await?;
+                println!("created admin key {id}; it is shown only this once:\n{}", secret.expose());
+                Ok(0)
+            }
+            KeysAction::List(c) => {
+                let cfg = load(&c)?;
+                let store = open_store(&cfg)?;
+                for k in store.list_keys()? {
+                    println!(
+                        "{}\t{}…\tuser={}\tadmin={}\t{}",
+                        k.id,
+                        k.prefix,
+                        k.user_id,
+                        k.admin,
+                        if k.is_revoked() { "revoked" } else { "active" }
+                    );
+                }
+                Ok(0)
+            }
+            KeysAction::Revoke { config, id } => {
+                let cfg = load(&config)?;
+                let store = open_store(&cfg)?;
+                let audit = crate::audit::Audit::new(
+                    crate::audit::kind::API_KEY_MANAGEMENT,
+                    crate::audit::category::ACCESS_CONTROL,
+                    format!("API key {id} revoked"),
+                )
+                .user(Some(cli_actor()))
+                .meta("operation", "revoke_api_key")
+                .meta("targetKeyId", id.clone())
+                .build();
+                store.revoke_key(&id, audit).await?;
+                store.flush().await?;
+                println!("revoked {id}");
+                Ok(0)
+            }
+        },
+        Command::Plugins { action } => match action {
+            PluginsAction::List(c) => {
+                let cfg = load(&c)?;
+                let rt = crate::wasm::PluginRuntime::start(&cfg.plugins, &cfg.data_dir, std::sync::Arc::new(crate::wasm::LogSink))?;
+                println!("{:<22} {:<10} {:<12} {:>9}  {:<16}  source", "name", "kind", "version", "bytes", "sha256");
+                for p in rt.list() {
+                    let source = match &p.source {
+                        crate::wasm::Source::Bundled => "bundled".to_owned(),
+                        crate::wasm::Source::File(f) => f.display().to_string(),
+                    };
+                    println!("{:<22} {:<10} {:<12} {:>9}  {:<16}  {source}", p.name, p.kind.as_str(), p.version, p.size, &p.sha256[..16]);
+                }
+                Ok(0)
+            }
+            PluginsAction::Check { config, file } => {
+                let cfg = load(&config)?;
+                match crate::wasm::PluginRuntime::inspect_file(&cfg.plugins, &file) {
+                    Ok(p) => {
+                        println!("{}", serde_json::to_string_pretty(&p)?);
+                        Ok(0)
+                    }
+                    Err(e) => {
+                        eprintln!("not loadable: {e:#}");
+                        Ok(1)
+                    }
+                }
+            }
+        },
+        Command::Audit { action: AuditAction::Verify(c) } => {
+            let cfg = load(&c)?;
+            let store = open_store(&cfg)?;
+            let report = store.verify_audit_chain()?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            Ok(if report.ok { 0 } else { 1 })
+        }
+    }
+}
+
+fn unreachable_serve() -> anyhow::Result<i32> {
+    anyhow::bail!("`serve` is not an offline command")
+}

@@ -1,0 +1,431 @@
+//! One config file (TOML) with environment overrides, parsed once at start-up
+//! into typed structs. Layers: built-in defaults, then the file, then
+//! `GATEHOUSE_*` variables (`GATEHOUSE_LIMITS__CHAT__PER_MINUTE=600` sets
+//! `limits.chat.per_minute`), then `WEBHOOKS_ALLOW_PRIVATE` (the spec's name).
+//! Secrets are never in the file: a provider names the environment variable
+//! or the file that holds its key.
+
+use std::collections::BTreeMap;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use figment::Figment;
+use figment::providers::{Env, Format, Toml};
+use serde::{Deserialize, Serialize};
+
+use crate::wasm::PluginsConfig;
+
+/// Environment variable holding the first admin key on a fresh install.
+pub const BOOTSTRAP_KEY_ENV: &str = "GATEHOUSE_BOOTSTRAP_ADMIN_KEY";
+
+/// Top-level keys that `GATEHOUSE_*` variables may set.
+const ENV_KEYS: &[&str] = &[
+    "listen",
+    "data_dir",
+    "durable_writes",
+    "log",
+    "server",
+    "limits",
+    "providers",
+    "indexes",
+    "policies",
+    "plugins",
+    "webhooks",
+    "chat",
+    "upstream",
+];
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Config {
+    /// Address to listen on.
+    pub listen: SocketAddr,
+    /// Where the redb file, the watched plugin folder and the receipt key live.
+    pub data_dir: PathBuf,
+    /// Commit every acknowledged write with fsync. Turn off only for benchmarks.
+    pub durable_writes: bool,
+    pub log: LogConfig,
+    pub server: ServerConfig,
+    pub limits: LimitsConfig,
+    pub chat: ChatConfig,
+    pub upstream: UpstreamConfig,
+    /// Upstream providers by prefix: model `openai/gpt-4o` uses `[providers.openai]`.
+    pub providers: BTreeMap<String, ProviderConfig>,
+    /// Knowledge bases by name.
+    pub indexes: BTreeMap<String, IndexConfig>,
+    pub policies: PoliciesConfig,
+    pub plugins: PluginsConfig,
+    pub webhooks: WebhooksConfig,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        let mut providers = BTreeMap::new();
+        providers.insert(
+            "echo".to_owned(),
+            ProviderConfig {
+                plugin: "provider-echo".into(),
+                base_url: "echo://local".into(),
+                api_key_env: None,
+                api_key_file: None,
+                confidential: true,
+                models: vec!["echo/default".into()],
+                config: serde_json::Value::Object(Default::default()),
+            },
+        );
+        Config {
+            listen: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            data_dir: PathBuf::from("./data"),
+            durable_writes: true,
+            log: LogConfig::default(),
+            server: ServerConfig::default(),
+            limits: LimitsConfig::default(),
+            chat: ChatConfig::default(),
+            upstream: UpstreamConfig::default(),
+            providers,
+            indexes: BTreeMap::new(),
+            policies: PoliciesConfig::default(),
+            plugins: PluginsConfig::default(),
+            webhooks: WebhooksConfig::default(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    #[default]
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Deserialize, Default)]
+#[serde(default, deny_unknown_fields)]
+pub struct LogConfig {
+    /// `text` for people, `json` for log shippers. Levels come from `RUST_LOG`.
+    pub format: LogFormat,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServerConfig {
+    /// Largest request body accepted (413 beyond it).
+    pub max_body_bytes: usize,
+    /// Time a client has to send its request headers and body.
+    pub request_read_timeout_ms: u64,
+    /// On SIGTERM/SIGINT, how long in-flight requests may take to finish.
+    pub shutdown_grace_ms: u64,
+}
+
+impl Default for ServerConfig {
+    fn default() -> Self {
+        ServerConfig { max_body_bytes: 2 * 1024 * 1024, request_read_timeout_ms: 30_000, shutdown_grace_ms: 30_000 }
+    }
+}
+
+/// One set of rate limits (per minute and hour) and quotas (per UTC day and month).
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct RateLimits {
+    pub per_minute: u64,
+    pub per_hour: u64,
+    pub per_day: u64,
+    pub per_month: u64,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct LimitsConfig {
+    /// Chat routes (spec section 8 defaults), per key.
+    pub chat: RateLimits,
+    /// `/audit-logs` and `/groups`, per key.
+    pub admin_read: RateLimits,
+}
+
+impl Default for LimitsConfig {
+    fn default() -> Self {
+        LimitsConfig {
+            chat: RateLimits { per_minute: 60, per_hour: 1_000, per_day: 100, per_month: 10_000 },
+            admin_read: RateLimits {
+                per_minute: 100,
+                // The spec sets no hourly limit for admin reads; equal to the
+                // daily quota, it never binds first.
+                per_hour: 10_000,
+                per_day: 10_000,
+                per_month: 300_000,
+            },
+        }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ChatConfig {
+    /// Per-attempt deadline for the whole answer (non-streaming) or the longest
+    /// silence between stream events after the first token.
+    pub timeout_ms: u64,
+    /// Per-attempt deadline for the first non-empty content delta (streams).
+    pub first_token_timeout_ms: u64,
+    /// Idempotency records are kept this long.
+    pub idempotency_ttl_secs: u64,
+}
+
+impl Default for ChatConfig {
+    fn default() -> Self {
+        ChatConfig { timeout_ms: 60_000, first_token_timeout_ms: 15_000, idempotency_ttl_secs: 24 * 3600 }
+    }
+}
+
+/// How the host reaches upstream providers. `HTTPS_PROXY`/`HTTP_PROXY`/`NO_PROXY`
+/// are honoured from the environment.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct UpstreamConfig {
+    /// Extra CA certificate(s) (PEM) trusted besides the system roots.
+    pub ca_file: Option<PathBuf>,
+    pub connect_timeout_ms: u64,
+    /// Largest upstream response body read (non-streaming).
+    pub max_response_bytes: usize,
+    /// Consecutive failures that put a model into cooldown.
+    pub breaker_failures: u32,
+    /// How long a model stays in cooldown before one probe request is let through.
+    pub breaker_cooldown_ms: u64,
+}
+
+impl Default for UpstreamConfig {
+    fn default() -> Self {
+        UpstreamConfig {
+            ca_file: None,
+            connect_timeout_ms: 10_000,
+            max_response_bytes: 16 * 1024 * 1024,
+            breaker_failures: 5,
+            breaker_cooldown_ms: 30_000,
+        }
+    }
+}
+
+/// An upstream provider entry.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProviderConfig {
+    /// Name of the provider-adapter plugin (`provider-openai`, `provider-anthropic`, ...).
+    pub plugin: String,
+    /// Base URL of the upstream API.
+    pub base_url: String,
+    /// Environment variable holding the API key.
+    #[serde(default)]
+    pub api_key_env: Option<String>,
+    /// File holding the API key (re-read on config reload).
+    #[serde(default)]
+    pub api_key_file: Option<PathBuf>,
+    /// Fit to receive data under the `confidential` policy.
+    #[serde(default)]
+    pub confidential: bool,
+    /// Models advertised by discovery routes (`<provider>/<model>`).
+    #[serde(default)]
+    pub models: Vec<String>,
+    /// Plugin-specific settings, handed to the plugin as JSON.
+    #[serde(default = "empty_object")]
+    pub config: serde_json::Value,
+}
+
+/// A knowledge base.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct IndexConfig {
+    /// Name of the retriever plugin.
+    pub retriever: String,
+    #[serde(default)]
+    pub description: String,
+    /// Retriever-specific settings, handed to the plugin as JSON.
+    #[serde(default = "empty_object")]
+    pub config: serde_json::Value,
+}
+
+fn empty_object() -> serde_json::Value {
+    serde_json::Value::Object(Default::default())
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PoliciesConfig {
+    /// Policy used when neither the request, the key nor its group names one.
+    pub default: String,
+}
+
+impl Default for PoliciesConfig {
+    fn default() -> Self {
+        PoliciesConfig { default: "internal".into() }
+    }
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct WebhooksConfig {
+    /// Allow private, loopback and link-local targets (`WEBHOOKS_ALLOW_PRIVATE=true`).
+    pub allow_private: bool,
+    /// Delay before each attempt, in seconds (spec: 0, 10, 60).
+    pub retry_delays_secs: Vec<u64>,
+    /// Timeout of one attempt.
+    pub timeout_ms: u64,
+    /// Consecutive failed deliveries that disable an endpoint.
+    pub disable_after: u32,
+    /// How often the dispatcher looks for new events in the outbox (it is also
+    /// woken at once by the test route). Bounds the added delivery latency.
+    pub poll_interval_ms: u64,
+    /// Attempts in flight at once towards one endpoint; a slow endpoint holds
+    /// at most this many connections and never delays the others.
+    pub max_in_flight_per_endpoint: usize,
+    /// Finished deliveries kept per endpoint for the deliveries view; older
+    /// ones are pruned (pending deliveries are never pruned).
+    pub deliveries_kept_per_endpoint: usize,
+}
+
+impl Default for WebhooksConfig {
+    fn default() -> Self {
+        WebhooksConfig {
+            allow_private: false,
+            retry_delays_secs: vec![0, 10, 60],
+            timeout_ms: 5_000,
+            disable_after: 20,
+            poll_interval_ms: 100,
+            max_in_flight_per_endpoint: 8,
+            deliveries_kept_per_endpoint: 200,
+        }
+    }
+}
+
+/// A config that could not be loaded; the message names the file and the key.
+#[derive(Debug, thiserror::Error)]
+#[error("invalid configuration ({source_desc}): {message}")]
+pub struct ConfigError {
+    pub source_desc: String,
+    pub message: String,
+}
+
+impl Config {
+    /// Defaults, then `path` (if given), then the environment.
+    pub fn load(path: Option<&Path>) -> Result<Config, ConfigError> {
+        let source_desc = match path {
+            Some(p) => p.display().to_string(),
+            None => "built-in defaults and environment".to_owned(),
+        };
+        let mut fig = Figment::new();
+        if let Some(p) = path {
+            if !p.is_file() {
+                return Err(ConfigError { source_desc, message: "file not found".into() });
+            }
+            fig = fig.merge(Toml::file_exact(p));
+        }
+        fig = fig
+            .merge(Env::prefixed("GATEHOUSE_").split("__").filter(|k| {
+                let top = k.as_str().split('.').next().unwrap_or_default().to_ascii_lowercase();
+                ENV_KEYS.contains(&top.as_str())
+            }))
+            .merge(Env::raw().only(&["WEBHOOKS_ALLOW_PRIVATE"]).map(|_| "webhooks.allow_private".into()));
+        let cfg: Config = fig.extract().map_err(|e| ConfigError { source_desc: source_desc.clone(), message: e.to_string() })?;
+        cfg.validate().map_err(|message| ConfigError { source_desc, message })?;
+        Ok(cfg)
+    }
+
+    /// Checks that serde cannot express.
+    fn validate(&self) -> Result<(), String> {
+        for (name, p) in &self.providers {
+            if name.is_empty() || name.contains('/') {
+                return Err(format!("providers.{name}: a provider name may not be empty or contain `/`"));
+            }
+            if p.plugin.trim().is_empty() {
+                return Err(format!("providers.{name}.plugin: name the provider-adapter plugin"));
+            }
+            if !p.config.is_object() {
+                return Err(format!("providers.{name}.config: must be a table"));
+            }
+        }
+        for (name, ix) in &self.indexes {
+            if name == "Zero-Knowledge" {
+                return Err("indexes.Zero-Knowledge: this name is reserved for \"no retrieval\"".into());
+            }
+            if ix.retriever.trim().is_empty() {
+                return Err(format!("indexes.{name}.retriever: name the retriever plugin"));
+            }
+        }
+        for (what, l) in [("limits.chat", &self.limits.chat), ("limits.admin_read", &self.limits.admin_read)] {
+            if l.per_minute == 0 || l.per_hour == 0 || l.per_day == 0 || l.per_month == 0 {
+                return Err(format!("{what}: limits must be at least 1"));
+            }
+        }
+        if self.server.max_body_bytes < 300 * 1024 {
+            return Err("server.max_body_bytes: must be at least 307200 so a 256 KB message fits".into());
+        }
+        if self.webhooks.retry_delays_secs.is_empty() {
+            return Err("webhooks.retry_delays_secs: give at least one attempt".into());
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::Write;
+
+    fn write(contents: &str) -> tempfile::NamedTempFile {
+        let mut f = tempfile::Builder::new().suffix(".toml").tempfile().expect("temp file");
+        f.write_all(contents.as_bytes()).expect("write");
+        f
+    }
+
+    #[test]
+    fn defaults_are_the_spec_values() {
+        let c = Config::default();
+        assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
+        assert_eq!(c.limits.chat.per_minute, 60);
+        assert_eq!(c.limits.chat.per_day, 100);
+        assert_eq!(c.webhooks.retry_delays_secs, vec![0, 10, 60]);
+        assert!(c.providers.contains_key("echo"));
+    }
+
+    #[test]
+    fn file_values_override_defaults() {
+        let f = write("listen = \"127.0.0.1:9999\"\n[limits.chat]\nper_minute = 5\nper_hour = 6\nper_day = 7\nper_month = 8\n");
+        let c = Config::load(Some(f.path())).expect("valid");
+        assert_eq!(c.listen.port(), 9999);
+        assert_eq!(c.limits.chat.per_month, 8);
+    }
+
+    #[test]
+    fn errors_name_the_file_and_the_key() {
+        let f = write("[limits.chat]\nper_minute = \"lots\"\n");
+        let e = Config::load(Some(f.path())).expect_err("invalid");
+        let msg = e.to_string();
+        assert!(msg.contains(&f.path().display().to_string()), "{msg}");
+        assert!(msg.contains("per_minute"), "{msg}");
+    }
+
+    #[test]
+    fn unknown_keys_are_refused() {
+        let f = write("lisen = \"127.0.0.1:1\"\n");
+        let msg = Config::load(Some(f.path())).expect_err("unknown").to_string();
+        assert!(msg.contains("lisen"), "{msg}");
+    }
+
+    #[test]
+    fn semantic_errors_name_the_key() {
+        let f = write("[providers.x]\nplugin = \"\"\nbase_url = \"http://x\"\n");
+        let msg = Config::load(Some(f.path())).expect_err("empty plugin").to_string();
+        assert!(msg.contains("providers.x.plugin"), "{msg}");
+    }
+
+    #[test]
+    fn the_example_config_is_valid() {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/gatehouse.toml");
+        let c = Config::load(Some(&p)).expect("examples/gatehouse.toml must stay valid");
+        assert!(c.providers.contains_key("openai"));
+    }
+
+    #[test]
+    fn missing_file_is_an_error() {
+        let e = Config::load(Some(Path::new("/nonexistent/gatehouse.toml"))).expect_err("missing");
+        assert!(e.to_string().contains("file not found"));
+    }
+}

@@ -1,0 +1,36 @@
+use clap::Parser;
+
+use gatehouse::cli::{Cli, Command};
+use gatehouse::config::{Config, LogFormat};
+
+fn main() -> std::process::ExitCode {
+    let cli = Cli::parse();
+    let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
+        Ok(rt) => rt,
+        Err(e) => {
+            eprintln!("error: cannot start the async runtime: {e}");
+            return std::process::ExitCode::FAILURE;
+        }
+    };
+    let result = runtime.block_on(async move {
+        match cli.command {
+            Command::Serve(c) => {
+                let config = Config::load(c.config.as_deref())?;
+                gatehouse::logging::init(config.log.format);
+                gatehouse::server::run(config, c.config.clone()).await.map(|()| 0)
+            }
+            other => {
+                gatehouse::logging::init(LogFormat::Text);
+                gatehouse::cli::run_offline(other).await
+            }
+        }
+    });
+    match result {
+        Ok(0) => std::process::ExitCode::SUCCESS,
+        Ok(code) => std::process::ExitCode::from(code.clamp(1, 255) as u8),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            std::process::ExitCode::FAILURE
+        }
+    }
+}

@@ -1,0 +1,167 @@
+//! Prometheus metrics, served at `/metrics` (behind a key, like every route
+//! but `/health`). One process-wide registry so every module can record
+//! without threading a handle through its signatures.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use axum::extract::{MatchedPath, Request};
+use axum::http::header;
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::Histogram;
+use prometheus_client::registry::Registry;
+
+use crate::auth::Authed;
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteStatus {
+    pub route: String,
+    pub status: u16,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct RouteLabel {
+    pub route: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ModelLabel {
+    pub model: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct ReasonLabel {
+    pub reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct PluginLabel {
+    pub plugin: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct OutcomeLabel {
+    pub outcome: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct LimitLabel {
+    pub bucket: String,
+    pub window: String,
+}
+
+fn latency_buckets() -> impl Iterator<Item = f64> {
+    // 100 µs to ~100 s.
+    prometheus_client::metrics::histogram::exponential_buckets(0.0001, 2.5, 16)
+}
+
+/// Every metric of the gateway.
+pub struct Metrics {
+    registry: Registry,
+    pub requests: Family<RouteStatus, Counter>,
+    pub request_duration: Family<RouteLabel, Histogram>,
+    pub upstream_latency: Family<ModelLabel, Histogram>,
+    pub time_to_first_token: Family<ModelLabel, Histogram>,
+    pub failovers: Family<ReasonLabel, Counter>,
+    pub plugin_call_duration: Family<PluginLabel, Histogram>,
+    pub plugin_faults: Family<PluginLabel, Counter>,
+    pub plugin_reloads: Family<OutcomeLabel, Counter>,
+    pub webhook_queue_depth: Gauge,
+    pub webhook_deliveries: Family<OutcomeLabel, Counter>,
+    pub rate_limit_hits: Family<LimitLabel, Counter>,
+}
+
+impl Metrics {
+    fn new() -> Self {
+        let mut registry = Registry::with_prefix("gatehouse");
+        let requests = Family::<RouteStatus, Counter>::default();
+        let request_duration = Family::<RouteLabel, Histogram>::new_with_constructor(|| Histogram::new(latency_buckets()) as Histogram);
+        let upstream_latency = Family::<ModelLabel, Histogram>::new_with_constructor(|| Histogram::new(latency_buckets()) as Histogram);
+        let time_to_first_token = Family::<ModelLabel, Histogram>::new_with_constructor(|| Histogram::new(latency_buckets()) as Histogram);
+        let failovers = Family::<ReasonLabel, Counter>::default();
+        let plugin_call_duration =
+            Family::<PluginLabel, Histogram>::new_with_constructor(|| Histogram::new(latency_buckets()) as Histogram);
+        let plugin_faults = Family::<PluginLabel, Counter>::default();
+        let plugin_reloads = Family::<OutcomeLabel, Counter>::default();
+        let webhook_queue_depth = Gauge::default();
+        let webhook_deliveries = Family::<OutcomeLabel, Counter>::default();
+        let rate_limit_hits = Family::<LimitLabel, Counter>::default();
+        registry.register("http_requests", "HTTP requests by route and status", requests.clone());
+        registry.register("http_request_duration_seconds", "HTTP request latency by route", request_duration.clone());
+        registry.register("upstream_latency_seconds", "Upstream answer time by model (successful attempts)", upstream_latency.clone());
+        registry.register(
+            "time_to_first_token_seconds",
+            "Time to the first content delta of a stream, by model",
+            time_to_first_token.clone(),
+        );
+        registry.register("failovers", "Moves from a failed model to the next, by reason", failovers.clone());
+        registry.register(
+            "plugin_call_duration_seconds",
+            "Plugin call time (instantiate, call, drop) by plugin",
+            plugin_call_duration.clone(),
+        );
+        registry.register("plugin_faults", "Plugin calls that trapped, ran out of time or memory, by plugin", plugin_faults.clone());
+        registry.register("plugin_reloads", "Plugin loads and reloads by outcome", plugin_reloads.clone());
+        registry.register("webhook_queue_depth", "Webhook deliveries waiting", webhook_queue_depth.clone());
+        registry.register("webhook_deliveries", "Webhook delivery outcomes", webhook_deliveries.clone());
+        registry.register("rate_limit_hits", "Requests rejected by a rate limit or quota", rate_limit_hits.clone());
+        Metrics {
+            registry,
+            requests,
+            request_duration,
+            upstream_latency,
+            time_to_first_token,
+            failovers,
+            plugin_call_duration,
+            plugin_faults,
+            plugin_reloads,
+            webhook_queue_depth,
+            webhook_deliveries,
+            rate_limit_hits,
+        }
+    }
+
+    /// The text exposition format.
+    pub fn encode(&self) -> String {
+        let mut out = String::new();
+        if let Err(e) = prometheus_client::encoding::text::encode(&mut out, &self.registry) {
+            tracing::error!(error = %e, "encoding metrics failed");
+        }
+        out
+    }
+
+    pub fn plugin_call(&self, plugin: &str, took: Duration, fault: bool) {
+        let label = PluginLabel { plugin: plugin.to_owned() };
+        self.plugin_call_duration.get_or_create(&label).observe(took.as_secs_f64());
+        if fault {
+            self.plugin_faults.get_or_create(&label).inc();
+        }
+    }
+}
+
+/// The process-wide metrics.
+pub fn get() -> &'static Metrics {
+    static M: OnceLock<Metrics> = OnceLock::new();
+    M.get_or_init(Metrics::new)
+}
+
+/// Middleware: count and time every request by its route template.
+pub async fn layer(req: Request, next: Next) -> Response {
+    let route = req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_owned()).unwrap_or_else(|| "unmatched".to_owned());
+    let started = std::time::Instant::now();
+    let resp = next.run(req).await;
+    let m = get();
+    m.requests.get_or_create(&RouteStatus { route: route.clone(), status: resp.status().as_u16() }).inc();
+    m.request_duration.get_or_create(&RouteLabel { route }).observe(started.elapsed().as_secs_f64());
+    resp
+}
+
+/// `GET /metrics`.
+pub async fn handler(Authed(_): Authed) -> Response {
+    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], get().encode()).into_response()
+}

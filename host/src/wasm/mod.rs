@@ -1,0 +1,355 @@
+//! The WebAssembly plugin runtime: one engine, pre-instantiated components,
+//! a fresh store per call with a CPU deadline and a memory cap, and hot
+//! reload from a watched folder.
+//!
+//! The registry of loaded plugins is an immutable snapshot behind an atomic
+//! pointer: a request takes the snapshot when it starts and keeps it to the
+//! end; a reload compiles and checks new files off the request path, then
+//! swaps the pointer. A file that fails the check never replaces a working
+//! plugin. Every load, reload, failure and removal is logged and audited.
+//!
+//! Stateless plugins only: every call instantiates from the `InstancePre`
+//! (microseconds with the pooling allocator), so no call sees another's state.
+//! Expensive setup (compiled pattern sets, model weights) is built into the
+//! component at compile time.
+
+pub mod adapters;
+pub mod audit_sink;
+mod bindings;
+pub mod config;
+pub mod echo;
+mod engine;
+mod outbound;
+pub mod plugin;
+mod state;
+mod watcher;
+
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use arc_swap::ArcSwap;
+
+pub use config::{PluginSettings, PluginsConfig};
+pub use plugin::{Kind, Plugin, PluginError, PluginSummary, Source};
+
+mod bundled {
+    include!(concat!(env!("OUT_DIR"), "/bundled.rs"));
+}
+
+/// What happened to a plugin, for the log and the audit trail.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PluginAction {
+    /// A plugin was loaded (bundled at start, or a new file in the watched folder).
+    Loaded,
+    /// A file replaced a loaded plugin of the same name (or overrides a bundled one).
+    Reloaded,
+    /// A file failed the check; whatever served before keeps serving.
+    Failed,
+    /// A file was removed; a bundled plugin of that name serves again.
+    Removed,
+}
+
+impl PluginAction {
+    /// `loaded`, `reloaded`, `failed`, `removed` (audit `operation` is `plugin_<this>`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PluginAction::Loaded => "loaded",
+            PluginAction::Reloaded => "reloaded",
+            PluginAction::Failed => "failed",
+            PluginAction::Removed => "removed",
+        }
+    }
+}
+
+/// One plugin event.
+#[derive(Debug, Clone)]
+pub struct PluginEvent {
+    pub action: PluginAction,
+    /// Plugin name (the file name when it could not be loaded).
+    pub plugin: String,
+    /// The plugin's kind, when the component got far enough to tell.
+    pub kind: Option<Kind>,
+    /// Hex SHA-256 of the component bytes, when they could be read.
+    pub sha256: Option<String>,
+    /// `bundled` or the file's path.
+    pub source: String,
+    /// What happened, for operators.
+    pub message: String,
+}
+
+/// Receives plugin events (the server writes them to the audit log).
+pub trait PluginEventSink: Send + Sync {
+    /// Called from loader threads; must not block for long.
+    fn event(&self, event: PluginEvent);
+}
+
+/// Logs events only.
+pub struct LogSink;
+
+impl PluginEventSink for LogSink {
+    fn event(&self, e: PluginEvent) {
+        log_event(&e);
+    }
+}
+
+/// Log an event and count it in the metrics (what every sink does first).
+pub fn log_event(e: &PluginEvent) {
+    crate::metrics::get().plugin_reloads.get_or_create(&crate::metrics::OutcomeLabel { outcome: e.action.as_str().to_owned() }).inc();
+    match e.action {
+        PluginAction::Failed => tracing::error!(plugin = %e.plugin, source = %e.source, "plugin not loaded: {}", e.message),
+        _ => tracing::info!(plugin = %e.plugin, kind = ?e.kind, sha256 = ?e.sha256, source = %e.source, "plugin {}", e.action.as_str()),
+    }
+}
+
+/// An immutable set of loaded plugins.
+#[derive(Default)]
+pub struct Registry {
+    plugins: BTreeMap<String, Arc<Plugin>>,
+}
+
+impl Registry {
+    /// A plugin of any kind by name.
+    pub fn get(&self, name: &str) -> Option<&Arc<Plugin>> {
+        self.plugins.get(name)
+    }
+
+    /// A plugin of the given kind by name.
+    pub fn of_kind(&self, name: &str, kind: Kind) -> Option<Arc<Plugin>> {
+        self.plugins.get(name).filter(|p| p.kind == kind).cloned()
+    }
+
+    /// How many plugins are loaded.
+    pub fn len(&self) -> usize {
+        self.plugins.len()
+    }
+
+    /// True when no plugin is loaded.
+    pub fn is_empty(&self) -> bool {
+        self.plugins.is_empty()
+    }
+
+    /// Names of the loaded plugins of a kind, sorted.
+    pub fn names_of(&self, kind: Kind) -> Vec<String> {
+        self.plugins.values().filter(|p| p.kind == kind).map(|p| p.name.clone()).collect()
+    }
+
+    /// Every loaded plugin as `GET /api/admin/plugins` shows it, sorted by name.
+    pub fn list(&self) -> Vec<PluginSummary> {
+        self.plugins.values().map(|p| p.summary()).collect()
+    }
+}
+
+/// Shared pieces for loading.
+struct Loader {
+    engine: wasmtime::Engine,
+    linkers: plugin::Linkers,
+    config: ArcSwap<PluginsConfig>,
+}
+
+impl Loader {
+    fn grants(&self, name: &str) -> Arc<plugin::Grants> {
+        let cfg = self.config.load();
+        let settings = cfg.settings.get(name).cloned().unwrap_or_default();
+        let tick = cfg.epoch_tick_ms.max(1);
+        Arc::new(plugin::Grants {
+            read_only_dirs: settings.read_only_dirs.clone(),
+            outbound: Arc::new(outbound::Grant::new(&settings.allowed_outbound_hosts)),
+            deadline_ticks: cfg.call_timeout_ms.div_ceil(tick) + 1,
+            deadline_ms: cfg.call_timeout_ms,
+            memory_bytes: (cfg.memory_limit_mb.max(1) * 1024 * 1024) as usize,
+        })
+    }
+
+    fn load(&self, bytes: &[u8], source: Source) -> Result<Plugin, String> {
+        plugin::load(&self.engine, &self.linkers, bytes, source, |name| self.grants(name))
+    }
+}
+
+/// The runtime: bundled plugins, the watched folder's overrides, the current snapshot.
+pub struct PluginRuntime {
+    loader: Loader,
+    bundled: BTreeMap<String, Arc<Plugin>>,
+    /// Loaded files of the watched folder: path → (sha256, plugin).
+    files: std::sync::Mutex<HashMap<PathBuf, (String, Arc<Plugin>)>>,
+    /// Files of the watched folder that failed the check: path → sha256. The
+    /// same bytes are not tried (nor reported) again at every later rescan.
+    refused: std::sync::Mutex<HashMap<PathBuf, String>>,
+    current: ArcSwap<Registry>,
+    dir: PathBuf,
+    events: Arc<dyn PluginEventSink>,
+}
+
+impl PluginRuntime {
+    /// Load the bundled plugins and the watched folder; start the epoch ticker.
+    /// (The folder watcher is started separately with [`PluginRuntime::watch`].)
+    pub fn start(cfg: &PluginsConfig, data_dir: &Path, events: Arc<dyn PluginEventSink>) -> anyhow::Result<Arc<Self>> {
+        let engine = engine::build(cfg)?;
+        engine::start_ticker(&engine, Duration::from_millis(cfg.epoch_tick_ms.max(1)));
+        let loader = Loader { linkers: plugin::Linkers::new(&engine)?, engine, config: ArcSwap::from_pointee(cfg.clone()) };
+        let mut bundled = BTreeMap::new();
+        for (crate_name, bytes) in bundled::BUNDLED {
+            match loader.load(bytes, Source::Bundled) {
+                Ok(p) => {
+                    events.event(PluginEvent {
+                        action: PluginAction::Loaded,
+                        plugin: p.name.clone(),
+                        kind: Some(p.kind),
+                        sha256: Some(p.sha256.clone()),
+                        source: "bundled".into(),
+                        message: format!("bundled plugin {} {} loaded", p.name, p.version),
+                    });
+                    bundled.insert(p.name.clone(), Arc::new(p));
+                }
+                Err(e) => events.event(PluginEvent {
+                    action: PluginAction::Failed,
+                    plugin: (*crate_name).to_owned(),
+                    kind: None,
+                    sha256: None,
+                    source: "bundled".into(),
+                    message: e,
+                }),
+            }
+        }
+        let dir = cfg.watched_dir(data_dir);
+        if let Err(e) = std::fs::create_dir_all(&dir) {
+            tracing::warn!(dir = %dir.display(), error = %e, "cannot create the watched plugin folder");
+        }
+        let rt = Arc::new(PluginRuntime {
+            loader,
+            current: ArcSwap::from_pointee(Registry { plugins: bundled.clone() }),
+            bundled,
+            files: std::sync::Mutex::new(HashMap::new()),
+            refused: std::sync::Mutex::new(HashMap::new()),
+            dir,
+            events,
+        });
+        rt.rescan();
+        Ok(rt)
+    }
+
+    /// The current registry; keep it for the whole request.
+    pub fn snapshot(&self) -> Arc<Registry> {
+        self.current.load_full()
+    }
+
+    /// The folder watched for `*.wasm` files.
+    pub fn watched_dir(&self) -> &Path {
+        &self.dir
+    }
+
+    /// New grants and limits for plugins loaded from now on (config reload).
+    pub fn update_config(&self, cfg: &PluginsConfig) {
+        self.loader.config.store(Arc::new(cfg.clone()));
+    }
+
+    /// Bring the registry in line with the watched folder: load new and changed
+    /// files, drop removed ones, swap the snapshot. Blocking (compiles).
+    ///
+    /// Events are published only after the new snapshot is in place, so whoever
+    /// sees "reloaded" or "removed" also sees the registry that matches it.
+    pub fn rescan(&self) {
+        let mut wanted: Vec<PathBuf> = match std::fs::read_dir(&self.dir) {
+            Ok(rd) => rd.filter_map(Result::ok).map(|e| e.path()).filter(|p| is_plugin_file(p)).collect(),
+            Err(_) => Vec::new(),
+        };
+        wanted.sort();
+        let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
+        let mut refused = self.refused.lock().unwrap_or_else(|p| p.into_inner());
+        refused.retain(|p, _| wanted.contains(p));
+        let mut pending: Vec<PluginEvent> = Vec::new();
+        let mut changed = false;
+        let gone: Vec<PathBuf> = files.keys().filter(|p| !wanted.contains(p)).cloned().collect();
+        for path in gone {
+            if let Some((_, p)) = files.remove(&path) {
+                changed = true;
+                pending.push(event_for(PluginAction::Removed, &p, format!("{} removed from the watched folder", path.display())));
+            }
+        }
+        for path in wanted {
+            let Ok(bytes) = std::fs::read(&path) else { continue };
+            let sha = crate::receipts::sha256_hex(&bytes);
+            if files.get(&path).is_some_and(|(s, _)| *s == sha) || refused.get(&path) == Some(&sha) {
+                continue;
+            }
+            match self.loader.load(&bytes, Source::File(path.clone())) {
+                Ok(p) => {
+                    let replaced = files.contains_key(&path) || self.bundled.contains_key(&p.name);
+                    let action = if replaced { PluginAction::Reloaded } else { PluginAction::Loaded };
+                    pending.push(event_for(action, &p, format!("{} {} from {}", p.name, p.version, path.display())));
+                    refused.remove(&path);
+                    files.insert(path, (sha, Arc::new(p)));
+                    changed = true;
+                }
+                Err(e) => {
+                    // The working plugin (if any) keeps serving.
+                    pending.push(PluginEvent {
+                        action: PluginAction::Failed,
+                        plugin: path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
+                        kind: None,
+                        sha256: Some(sha.clone()),
+                        source: path.display().to_string(),
+                        message: format!("{e}; the previous version (if any) keeps serving"),
+                    });
+                    refused.insert(path, sha);
+                }
+            }
+        }
+        if changed {
+            let mut plugins = self.bundled.clone();
+            let mut overrides: Vec<(&PathBuf, &Arc<Plugin>)> = files.iter().map(|(k, (_, p))| (k, p)).collect();
+            overrides.sort_by(|a, b| a.0.cmp(b.0));
+            for (_, p) in overrides {
+                plugins.insert(p.name.clone(), p.clone());
+            }
+            self.current.store(Arc::new(Registry { plugins }));
+        }
+        drop((files, refused));
+        for event in pending {
+            self.events.event(event);
+        }
+    }
+
+    /// Inspect a component file offline (CLI): kind, name, version, size, hash.
+    pub fn inspect_file(cfg: &PluginsConfig, path: &Path) -> anyhow::Result<PluginSummary> {
+        let bytes = std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+        let engine = engine::build(cfg)?;
+        engine::start_ticker(&engine, Duration::from_millis(cfg.epoch_tick_ms.max(1)));
+        let loader = Loader { linkers: plugin::Linkers::new(&engine)?, engine, config: ArcSwap::from_pointee(cfg.clone()) };
+        loader.load(&bytes, Source::File(path.to_path_buf())).map(|p| p.summary()).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+    }
+
+    /// Summaries of the bundled plugins (CLI `plugins list` without a server).
+    pub fn list(&self) -> Vec<PluginSummary> {
+        self.snapshot().list()
+    }
+
+    /// Start watching the folder (notify, debounced).
+    pub fn watch(self: &Arc<Self>, debounce: Duration) -> anyhow::Result<()> {
+        watcher::spawn(self.clone(), debounce)
+    }
+}
+
+/// `*.wasm`, not hidden, not a temporary name.
+pub fn is_plugin_file(p: &Path) -> bool {
+    let Some(name) = p.file_name().and_then(|n| n.to_str()) else {
+        return false;
+    };
+    !name.starts_with('.') && name.ends_with(".wasm") && p.is_file()
+}
+
+/// The event that reports `action` on a loaded plugin.
+fn event_for(action: PluginAction, p: &Plugin, message: String) -> PluginEvent {
+    PluginEvent {
+        action,
+        plugin: p.name.clone(),
+        kind: Some(p.kind),
+        sha256: Some(p.sha256.clone()),
+        source: match &p.source {
+            Source::Bundled => "bundled".into(),
+            Source::File(f) => f.display().to_string(),
+        },
+        message,
+    }
+}

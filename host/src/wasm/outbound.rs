@@ -1,0 +1,79 @@
+//! `outbound-http` for plugins: only to hosts the operator granted the plugin
+//! (`allowed_outbound_hosts`), checked by the host on every request. The
+//! plugin never gets a socket. Calls block the calling thread, so callers run
+//! plugins that use it on the blocking pool.
+
+use std::time::Duration;
+
+/// Most bytes of a response handed to a plugin.
+const MAX_BODY: usize = 4 * 1024 * 1024;
+
+/// A plugin's grant.
+#[derive(Debug, Default)]
+pub struct Grant {
+    /// `host` or `host:port`, lowercase.
+    hosts: Vec<String>,
+    client: Option<reqwest::blocking::Client>,
+}
+
+type Response = (u16, Vec<(String, String)>, String);
+
+impl Grant {
+    pub fn new(hosts: &[String]) -> Self {
+        let client = if hosts.is_empty() {
+            None
+        } else {
+            reqwest::blocking::Client::builder().timeout(Duration::from_secs(10)).redirect(reqwest::redirect::Policy::none()).build().ok()
+        };
+        Grant { hosts: hosts.iter().map(|h| h.trim().to_lowercase()).collect(), client }
+    }
+
+    /// Is this URL's host granted?
+    pub fn allows(&self, url: &reqwest::Url) -> bool {
+        let Some(host) = url.host_str().map(str::to_lowercase) else {
+            return false;
+        };
+        let with_port = url.port_or_known_default().map(|p| format!("{host}:{p}"));
+        self.hosts.iter().any(|h| *h == host || with_port.as_deref() == Some(h.as_str()))
+    }
+
+    pub fn send(&self, method: &str, url: &str, headers: &[(String, String)], body: String) -> Result<Response, String> {
+        let url = reqwest::Url::parse(url).map_err(|e| format!("invalid URL: {e}"))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err("only http and https URLs are allowed".into());
+        }
+        if !self.allows(&url) {
+            return Err(format!("outbound HTTP to {} is not granted to this plugin", url.host_str().unwrap_or("?")));
+        }
+        let client = self.client.as_ref().ok_or("outbound HTTP is not available")?;
+        let method = reqwest::Method::from_bytes(method.as_bytes()).map_err(|_| "invalid method".to_owned())?;
+        let mut rb = client.request(method, url);
+        for (k, v) in headers {
+            rb = rb.header(k, v);
+        }
+        let resp = rb.body(body).send().map_err(|e| format!("request failed: {}", e.without_url()))?;
+        let status = resp.status().as_u16();
+        let headers = resp.headers().iter().filter_map(|(k, v)| v.to_str().ok().map(|v| (k.to_string(), v.to_owned()))).collect();
+        let bytes = resp.bytes().map_err(|e| format!("reading the response failed: {}", e.without_url()))?;
+        if bytes.len() > MAX_BODY {
+            return Err(format!("response larger than {MAX_BODY} bytes"));
+        }
+        Ok((status, headers, String::from_utf8_lossy(&bytes).into_owned()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn grants_match_host_and_port() {
+        let g = Grant::new(&["search.internal:9200".into(), "Example.org".into()]);
+        assert!(g.allows(&reqwest::Url::parse("http://search.internal:9200/_search").expect("url")));
+        assert!(!g.allows(&reqwest::Url::parse("http://search.internal:9300/").expect("url")));
+        assert!(g.allows(&reqwest::Url::parse("https://example.org/x").expect("url")));
+        assert!(!g.allows(&reqwest::Url::parse("https://evil.example.org/x").expect("url")));
+        let none = Grant::new(&[]);
+        assert!(none.send("GET", "http://example.org/", &[], String::new()).is_err());
+    }
+}

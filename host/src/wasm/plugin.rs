@@ -1,0 +1,510 @@
+//! A loaded, checked, pre-instantiated plugin, and its calls. Each call gets a
+//! fresh `Store` from the `InstancePre`, a CPU deadline and a memory cap; a
+//! trap, a missed deadline or a refused allocation becomes a [`PluginError`]
+//! naming the plugin, never a host crash.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Instant;
+
+use chrono::{DateTime, Utc};
+use serde::Serialize;
+use wasmtime::component::Component;
+use wasmtime::{Engine, Store, Trap};
+use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
+
+use super::bindings;
+use super::outbound::Grant;
+use super::state::CallState;
+
+/// The plugin kinds, one per world.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    Provider,
+    Shield,
+    Policy,
+    Retriever,
+}
+
+impl Kind {
+    /// The world's name: `provider`, `shield`, `policy`, `retriever`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Provider => "provider",
+            Kind::Shield => "shield",
+            Kind::Policy => "policy",
+            Kind::Retriever => "retriever",
+        }
+    }
+}
+
+/// Why a call failed.
+#[derive(Debug, thiserror::Error)]
+pub enum PluginError {
+    /// The epoch deadline interrupted the call (an endless or too slow loop).
+    #[error("plugin {plugin} exceeded its CPU deadline of {ms} ms")]
+    Deadline { plugin: String, ms: u64 },
+    /// The store's limiter refused a `memory.grow` beyond the cap.
+    #[error("plugin {plugin} hit its memory limit of {mb} MiB")]
+    Memory { plugin: String, mb: u64 },
+    /// Any other trap: a panic (`unreachable`), stack exhaustion, out-of-bounds access…
+    #[error("plugin {plugin} trapped: {detail}")]
+    Trap { plugin: String, detail: String },
+    /// Not a trap: bad output, a failed instantiation, a wrong kind.
+    #[error("plugin {plugin} failed: {detail}")]
+    Failed { plugin: String, detail: String },
+}
+
+/// Where a plugin came from.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "lowercase", tag = "type", content = "path")]
+pub enum Source {
+    /// Embedded in the binary at build time.
+    Bundled,
+    /// A file of the watched folder.
+    File(PathBuf),
+}
+
+/// What the operator granted the plugin, and its limits.
+#[derive(Debug)]
+pub struct Grants {
+    /// Host folders mounted read-only (`[plugins.settings.<name>] read_only_dirs`).
+    pub read_only_dirs: Vec<PathBuf>,
+    /// Hosts `outbound-http` may reach (`allowed_outbound_hosts`).
+    pub outbound: Arc<Grant>,
+    /// The call's epoch deadline, in ticks of `epoch_tick_ms`.
+    pub deadline_ticks: u64,
+    /// The same deadline in milliseconds, for error messages.
+    pub deadline_ms: u64,
+    /// Linear-memory cap of one instance.
+    pub memory_bytes: usize,
+}
+
+enum Pre {
+    Provider(bindings::provider::ProviderPre<CallState>),
+    Shield(bindings::shield::ShieldPre<CallState>),
+    Policy(bindings::policy::PolicyPre<CallState>),
+    Retriever(bindings::retriever::RetrieverPre<CallState>),
+}
+
+/// Call statistics.
+#[derive(Debug, Default)]
+pub struct Stats {
+    /// Calls made.
+    pub calls: AtomicU64,
+    /// Calls that ended in a [`PluginError`].
+    pub faults: AtomicU64,
+    /// Total wall time of all calls.
+    pub nanos: AtomicU64,
+}
+
+/// A loaded plugin.
+pub struct Plugin {
+    /// Registry name, from `info()`.
+    pub name: String,
+    /// The world it implements (checked against `info()`).
+    pub kind: Kind,
+    /// The plugin's own version, from `info()`.
+    pub version: String,
+    /// One line for operators, from `info()`.
+    pub description: String,
+    /// Hex SHA-256 of the component bytes.
+    pub sha256: String,
+    /// Size of the component in bytes.
+    pub size: usize,
+    /// Bundled or a file of the watched folder.
+    pub source: Source,
+    /// When this version was loaded.
+    pub loaded_at: DateTime<Utc>,
+    /// Calls, faults and time spent, since load.
+    pub stats: Stats,
+    engine: Engine,
+    pre: Pre,
+    grants: Arc<Grants>,
+}
+
+/// A plugin as `GET /api/admin/plugins` shows it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PluginSummary {
+    /// Registry name.
+    pub name: String,
+    /// `provider`, `shield`, `policy` or `retriever`.
+    pub kind: Kind,
+    /// The plugin's own version.
+    pub version: String,
+    /// One line for operators.
+    pub description: String,
+    /// The WIT world, e.g. `gatehouse:plugin/provider@0.1.0`.
+    pub world: String,
+    /// Hex SHA-256 of the component bytes.
+    pub sha256: String,
+    /// Component size in bytes.
+    pub size: usize,
+    /// `{"type": "bundled"}` or `{"type": "file", "path": …}`.
+    pub source: Source,
+    /// RFC 3339 load time.
+    pub loaded_at: String,
+    /// Calls since load (including the `info()` call of the load check).
+    pub calls: u64,
+    /// Calls that ended in a [`PluginError`].
+    pub faults: u64,
+    /// Mean wall time of a call (instantiate + call + drop), in µs.
+    pub mean_call_us: f64,
+}
+
+impl Plugin {
+    /// The plugin and its statistics as the admin API shows them.
+    pub fn summary(&self) -> PluginSummary {
+        let calls = self.stats.calls.load(Ordering::Relaxed);
+        let nanos = self.stats.nanos.load(Ordering::Relaxed);
+        PluginSummary {
+            name: self.name.clone(),
+            kind: self.kind,
+            version: self.version.clone(),
+            description: self.description.clone(),
+            world: format!("gatehouse:plugin/{}@0.1.0", self.kind.as_str()),
+            sha256: self.sha256.clone(),
+            size: self.size,
+            source: self.source.clone(),
+            loaded_at: crate::api::time::iso(self.loaded_at),
+            calls,
+            faults: self.stats.faults.load(Ordering::Relaxed),
+            mean_call_us: if calls == 0 { 0.0 } else { nanos as f64 / calls as f64 / 1000.0 },
+        }
+    }
+
+    fn store(&self) -> Result<Store<CallState>, PluginError> {
+        let mut b = WasiCtxBuilder::new();
+        for dir in &self.grants.read_only_dirs {
+            let guest = dir.file_name().map(|n| format!("/{}", n.to_string_lossy())).unwrap_or_else(|| "/data".into());
+            b.preopened_dir(dir, &guest, FsPerms::ReadOnly)
+                .map_err(|e| PluginError::Failed { plugin: self.name.clone(), detail: format!("cannot mount {}: {e}", dir.display()) })?;
+        }
+        let state = CallState::new(self.name.as_str().into(), b.build(), self.grants.memory_bytes, self.grants.outbound.clone());
+        let mut store = Store::new(&self.engine, state);
+        store.limiter(|s| &mut s.limiter);
+        store.set_epoch_deadline(self.grants.deadline_ticks);
+        Ok(store)
+    }
+
+    fn finish<R>(&self, store: &Store<CallState>, started: Instant, r: wasmtime::Result<R>) -> Result<R, PluginError> {
+        let took = started.elapsed();
+        self.stats.calls.fetch_add(1, Ordering::Relaxed);
+        self.stats.nanos.fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
+        let out = r.map_err(|e| {
+            let plugin = self.name.clone();
+            if store.data().limiter.refused {
+                PluginError::Memory { plugin, mb: (self.grants.memory_bytes / (1024 * 1024)) as u64 }
+            } else if let Some(trap) = e.downcast_ref::<Trap>() {
+                match trap {
+                    Trap::Interrupt => PluginError::Deadline { plugin, ms: self.grants.deadline_ms },
+                    other => PluginError::Trap { plugin, detail: other.to_string() },
+                }
+            } else {
+                PluginError::Failed { plugin, detail: format!("{e:#}").chars().take(500).collect() }
+            }
+        });
+        crate::metrics::get().plugin_call(&self.name, took, out.is_err());
+        if let Err(e) = &out {
+            self.stats.faults.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!(plugin = %self.name, error = %e, "plugin call failed");
+        }
+        out
+    }
+
+    fn wrong_kind(&self, want: Kind) -> PluginError {
+        PluginError::Failed { plugin: self.name.clone(), detail: format!("is a {} plugin, not a {}", self.kind.as_str(), want.as_str()) }
+    }
+}
+
+/// Run a plugin call where blocking is allowed. WASI's synchronous bindings
+/// drive their async implementation with `Handle::block_on`, which must not
+/// run on a thread that is polling async tasks; on a multi-threaded runtime
+/// `block_in_place` hands this worker's tasks to another thread first.
+fn off_async<R>(f: impl FnOnce() -> R) -> R {
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
+        _ => f(),
+    }
+}
+
+/// Calls of the `provider` world.
+pub mod provider_calls {
+    use super::*;
+    pub use bindings::provider::exports::gatehouse::plugin::provider_api::{
+        ChatRequest, Completion, ErrorClass, ProviderError, StreamEvent, StreamOutput, Upstream, Usage,
+    };
+    pub use bindings::provider::gatehouse::plugin::types::{Header, HttpRequest, Message, Role};
+
+    impl Plugin {
+        fn provider<R>(
+            &self,
+            f: impl FnOnce(&mut Store<CallState>, &bindings::provider::Provider) -> wasmtime::Result<R>,
+        ) -> Result<R, PluginError> {
+            let Pre::Provider(pre) = &self.pre else {
+                return Err(self.wrong_kind(Kind::Provider));
+            };
+            off_async(|| {
+                let mut store = self.store()?;
+                let started = Instant::now();
+                let r = pre.instantiate(&mut store).and_then(|inst| f(&mut store, &inst));
+                self.finish(&store, started, r)
+            })
+        }
+
+        /// `build-request`: the HTTP request to send upstream (or the adapter's own error).
+        pub fn build_request(&self, up: &Upstream, req: &ChatRequest) -> Result<Result<HttpRequest, ProviderError>, PluginError> {
+            self.provider(|s, i| i.gatehouse_plugin_provider_api().call_build_request(s, up, req))
+        }
+
+        /// `parse-response`: a complete upstream response of any status → completion or classified error.
+        pub fn parse_response(&self, up: &Upstream, status: u16, body: &str) -> Result<Result<Completion, ProviderError>, PluginError> {
+            self.provider(|s, i| i.gatehouse_plugin_provider_api().call_parse_response(s, up, status, body))
+        }
+
+        /// `parse-stream-event`: one SSE event with the state the previous event returned ("" first).
+        pub fn parse_stream_event(
+            &self,
+            up: &Upstream,
+            state: &str,
+            ev: &StreamEvent,
+        ) -> Result<Result<StreamOutput, ProviderError>, PluginError> {
+            self.provider(|s, i| i.gatehouse_plugin_provider_api().call_parse_stream_event(s, up, state, ev))
+        }
+    }
+}
+
+/// Calls of the `shield` world.
+pub mod shield_calls {
+    use super::*;
+    pub use bindings::shield::exports::gatehouse::plugin::shield_api::{
+        Action, Canary, InspectRequest, Redaction, Stage, Strictness, Verdict,
+    };
+
+    impl Plugin {
+        fn shield<R>(
+            &self,
+            f: impl FnOnce(&mut Store<CallState>, &bindings::shield::Shield) -> wasmtime::Result<R>,
+        ) -> Result<R, PluginError> {
+            let Pre::Shield(pre) = &self.pre else {
+                return Err(self.wrong_kind(Kind::Shield));
+            };
+            off_async(|| {
+                let mut store = self.store()?;
+                let started = Instant::now();
+                let r = pre.instantiate(&mut store).and_then(|inst| f(&mut store, &inst));
+                self.finish(&store, started, r)
+            })
+        }
+
+        /// `inspect`: one verdict per text, in order.
+        pub fn inspect(&self, req: &InspectRequest) -> Result<Vec<Verdict>, PluginError> {
+            self.shield(|s, i| i.gatehouse_plugin_shield_api().call_inspect(s, req))
+        }
+
+        /// `make-canary`: a canary token and its system instruction, from a host-chosen seed.
+        pub fn make_canary(&self, seed: &str) -> Result<Option<Canary>, PluginError> {
+            self.shield(|s, i| i.gatehouse_plugin_shield_api().call_make_canary(s, seed))
+        }
+    }
+}
+
+/// Calls of the `policy` world.
+pub mod policy_calls {
+    use super::*;
+    pub use bindings::policy::exports::gatehouse::plugin::policy_api::{DataAction, PolicyContext, PolicyDecision};
+    pub use bindings::policy::gatehouse::plugin::types::{Message, Role};
+
+    impl Plugin {
+        /// `evaluate`: allow or deny, and the constraints for the rest of the pipeline.
+        pub fn evaluate(&self, ctx: &PolicyContext) -> Result<PolicyDecision, PluginError> {
+            let Pre::Policy(pre) = &self.pre else {
+                return Err(self.wrong_kind(Kind::Policy));
+            };
+            off_async(|| {
+                let mut store = self.store()?;
+                let started = Instant::now();
+                let r = pre.instantiate(&mut store).and_then(|inst| inst.gatehouse_plugin_policy_api().call_evaluate(&mut store, ctx));
+                self.finish(&store, started, r)
+            })
+        }
+    }
+}
+
+/// Calls of the `retriever` world.
+pub mod retriever_calls {
+    use super::*;
+    pub use bindings::retriever::exports::gatehouse::plugin::retriever_api::{Document, RetrieveRequest};
+
+    impl Plugin {
+        /// `retrieve`: up to `k` passages, best first (or the retriever's own error).
+        pub fn retrieve(&self, req: &RetrieveRequest) -> Result<Result<Vec<Document>, String>, PluginError> {
+            let Pre::Retriever(pre) = &self.pre else {
+                return Err(self.wrong_kind(Kind::Retriever));
+            };
+            off_async(|| {
+                let mut store = self.store()?;
+                let started = Instant::now();
+                let r = pre.instantiate(&mut store).and_then(|inst| inst.gatehouse_plugin_retriever_api().call_retrieve(&mut store, req));
+                self.finish(&store, started, r)
+            })
+        }
+    }
+}
+
+/// wasmtime's error as an anyhow error.
+fn wt(e: wasmtime::Error) -> anyhow::Error {
+    anyhow::anyhow!("{e:#}")
+}
+
+/// Linkers for the four worlds, built once per engine.
+pub struct Linkers {
+    provider: wasmtime::component::Linker<CallState>,
+    shield: wasmtime::component::Linker<CallState>,
+    policy: wasmtime::component::Linker<CallState>,
+    retriever: wasmtime::component::Linker<CallState>,
+}
+
+impl Linkers {
+    pub fn new(engine: &Engine) -> anyhow::Result<Self> {
+        use wasmtime::component::{HasSelf, Linker};
+        let base = || -> anyhow::Result<Linker<CallState>> {
+            let mut l = Linker::new(engine);
+            wasmtime_wasi::p2::add_to_linker_sync(&mut l).map_err(wt)?;
+            Ok(l)
+        };
+        let mut provider = base()?;
+        bindings::provider::Provider::add_to_linker::<CallState, HasSelf<CallState>>(&mut provider, |s| s).map_err(wt)?;
+        let mut shield = base()?;
+        bindings::shield::Shield::add_to_linker::<CallState, HasSelf<CallState>>(&mut shield, |s| s).map_err(wt)?;
+        let mut policy = base()?;
+        bindings::policy::Policy::add_to_linker::<CallState, HasSelf<CallState>>(&mut policy, |s| s).map_err(wt)?;
+        let mut retriever = base()?;
+        bindings::retriever::Retriever::add_to_linker::<CallState, HasSelf<CallState>>(&mut retriever, |s| s).map_err(wt)?;
+        Ok(Linkers { provider, shield, policy, retriever })
+    }
+}
+
+/// The world a component implements, from its versioned exports.
+pub fn detect_kind(engine: &Engine, component: &Component) -> Result<Kind, String> {
+    let ty = component.component_type();
+    let mut found = None;
+    let mut seen = Vec::new();
+    for (name, _) in ty.exports(engine) {
+        seen.push(name.to_owned());
+        let Some(rest) = name.strip_prefix("gatehouse:plugin/") else { continue };
+        let Some((iface, version)) = rest.split_once('@') else { continue };
+        let kind = match iface {
+            "provider-api" => Kind::Provider,
+            "shield-api" => Kind::Shield,
+            "policy-api" => Kind::Policy,
+            "retriever-api" => Kind::Retriever,
+            _ => continue,
+        };
+        if !version.starts_with("0.1.") {
+            return Err(format!(
+                "exports {name}, an incompatible version of the Gatehouse WIT (this host supports gatehouse:plugin@0.1.x)"
+            ));
+        }
+        found = Some(kind);
+    }
+    found.ok_or_else(|| {
+        format!(
+            "implements no Gatehouse world (exports: {}); build it against wit/gatehouse.wit",
+            if seen.is_empty() { "none".into() } else { seen.join(", ") }
+        )
+    })
+}
+
+/// Compile-checked pieces of a component, before its `info()` is called.
+pub fn load(
+    engine: &Engine,
+    linkers: &Linkers,
+    bytes: &[u8],
+    source: Source,
+    grants_for: impl Fn(&str) -> Arc<Grants>,
+) -> Result<Plugin, String> {
+    let component = Component::new(engine, bytes).map_err(|e| format!("not a valid WebAssembly component: {e:#}"))?;
+    let kind = detect_kind(engine, &component)?;
+    let link_err = |e: wasmtime::Error| format!("cannot be linked (it imports something the host does not grant): {e:#}");
+    let pre = match kind {
+        Kind::Provider => Pre::Provider(
+            bindings::provider::ProviderPre::new(linkers.provider.instantiate_pre(&component).map_err(link_err)?)
+                .map_err(|e| format!("does not match the provider world: {e:#}"))?,
+        ),
+        Kind::Shield => Pre::Shield(
+            bindings::shield::ShieldPre::new(linkers.shield.instantiate_pre(&component).map_err(link_err)?)
+                .map_err(|e| format!("does not match the shield world: {e:#}"))?,
+        ),
+        Kind::Policy => Pre::Policy(
+            bindings::policy::PolicyPre::new(linkers.policy.instantiate_pre(&component).map_err(link_err)?)
+                .map_err(|e| format!("does not match the policy world: {e:#}"))?,
+        ),
+        Kind::Retriever => Pre::Retriever(
+            bindings::retriever::RetrieverPre::new(linkers.retriever.instantiate_pre(&component).map_err(link_err)?)
+                .map_err(|e| format!("does not match the retriever world: {e:#}"))?,
+        ),
+    };
+    let sha256 = crate::receipts::sha256_hex(bytes);
+    // info() runs under default grants; the plugin's own grants apply once its name is known.
+    let probe_grants = grants_for("");
+    let mut plugin = Plugin {
+        name: String::from("(loading)"),
+        kind,
+        version: String::new(),
+        description: String::new(),
+        sha256,
+        size: bytes.len(),
+        source,
+        loaded_at: Utc::now(),
+        stats: Stats::default(),
+        engine: engine.clone(),
+        pre,
+        grants: probe_grants,
+    };
+    let (name, version, description, info_kind) = plugin.info().map_err(|e| format!("info() failed: {e}"))?;
+    if info_kind != kind {
+        return Err(format!("info() says it is a {} plugin but it implements the {} world", info_kind.as_str(), kind.as_str()));
+    }
+    if name.is_empty() || name.len() > 100 || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.') {
+        return Err(format!("info() gave an invalid name {name:?} (use letters, digits, - _ .)"));
+    }
+    plugin.grants = grants_for(&name);
+    plugin.name = name;
+    plugin.version = version;
+    plugin.description = description;
+    Ok(plugin)
+}
+
+impl Plugin {
+    /// Call `info()`: (name, version, description, kind).
+    fn info(&self) -> Result<(String, String, String, Kind), PluginError> {
+        macro_rules! info_of {
+            ($pre:expr, $iface:ident, $world:ident) => {{
+                let i = off_async(|| {
+                    let mut store = self.store()?;
+                    let started = Instant::now();
+                    let r = $pre.instantiate(&mut store).and_then(|inst| inst.$iface().call_info(&mut store));
+                    self.finish(&store, started, r)
+                })?;
+                use bindings::$world::gatehouse::plugin::types::PluginKind as K;
+                let k = match i.kind {
+                    K::Provider => Kind::Provider,
+                    K::Shield => Kind::Shield,
+                    K::Policy => Kind::Policy,
+                    K::Retriever => Kind::Retriever,
+                };
+                (i.name, i.version, i.description, k)
+            }};
+        }
+        Ok(match &self.pre {
+            Pre::Provider(p) => info_of!(p, gatehouse_plugin_provider_api, provider),
+            Pre::Shield(p) => info_of!(p, gatehouse_plugin_shield_api, shield),
+            Pre::Policy(p) => info_of!(p, gatehouse_plugin_policy_api, policy),
+            Pre::Retriever(p) => info_of!(p, gatehouse_plugin_retriever_api, retriever),
+        })
+    }
+}

@@ -1,0 +1,102 @@
+//! Signed webhooks (spec 2.7, 4.4–4.6, 6): endpoint management, the URL guard
+//! against SSRF, HMAC signatures, and durable at-least-once delivery from the
+//! event outbox.
+//!
+//! * [`guard`]: which URLs and addresses a webhook may target.
+//! * [`signer`]: `whsec_…` secrets and `X-Gatehouse-Signature`.
+//! * [`store`]: [`store::WebhookStore`] (endpoints, secrets, deliveries, the
+//!   endpoints' outbox cursors) and its redb implementation.
+//! * `dispatcher`: a background worker per endpoint that delivers events from the outbox.
+//! * [`routes`]: `/api/admin/webhooks…` (request and response bodies documented there).
+//!
+//! The host starts one [`Webhooks`] at boot, keeps it in the app state, merges
+//! [`routes::router`] into the route table and calls [`Webhooks::shutdown`] on
+//! the way out. API requests never wait for a delivery: they commit an outbox
+//! row (or, for the test route, a delivery row) and return.
+
+mod dispatcher;
+pub mod guard;
+pub mod routes;
+pub mod signer;
+pub mod store;
+
+use std::sync::Arc;
+
+use arc_swap::ArcSwap;
+
+use crate::config::Config;
+use crate::store::Store;
+pub use dispatcher::{HEADER_DELIVERY, HEADER_EVENT, HEADER_SIGNATURE};
+use guard::{Lookup, SystemLookup};
+pub use signer::WebhookSecret;
+use store::WebhookStore;
+
+/// The event catalog (spec 6.1): name and when it fires.
+pub const EVENT_CATALOG: &[(&str, &str)] = &[
+    ("*", "Wildcard subscription to all events below"),
+    ("promptshield:attack:blocked", "Prompt Shield blocked an injection/jailbreak attempt"),
+    ("promptshield:attack:detected", "Prompt Shield flagged a suspicious prompt without blocking"),
+    ("promptshield:canary:leaked", "A canary token appeared in model output"),
+    ("dlp:incident", "A Data Loss Prevention rule matched"),
+    ("pii:incident", "PII was detected or redacted"),
+    ("api:limit_reached", "An API key hit a daily, monthly or rate limit"),
+    ("api:model_failover", "A redundancy chain failed over from one model to the next"),
+    ("webhook:test", "Sent by the test route only"),
+];
+
+/// Is `name` a subscribable event name (or `*`)?
+pub fn is_known_event(name: &str) -> bool {
+    EVENT_CATALOG.iter().any(|(n, _)| *n == name)
+}
+
+/// The running webhook subsystem: storage, the dispatcher, and what the
+/// admin routes need.
+pub struct Webhooks {
+    store: Arc<dyn WebhookStore>,
+    /// Users (for audit actors); the outbox is read through it too.
+    host_store: Arc<dyn Store>,
+    config: Arc<ArcSwap<Config>>,
+    lookup: Arc<dyn Lookup>,
+    dispatcher: dispatcher::Dispatcher,
+}
+
+impl Webhooks {
+    /// Create the tables, resume pending deliveries and start the dispatcher.
+    /// Call once at boot, inside the runtime.
+    pub async fn start<S>(store: Arc<S>, config: Arc<ArcSwap<Config>>) -> anyhow::Result<Arc<Self>>
+    where
+        S: Store + WebhookStore,
+    {
+        let wh: Arc<dyn WebhookStore> = store.clone();
+        let host_store: Arc<dyn Store> = store;
+        Self::start_with(wh, host_store, config, Arc::new(SystemLookup)).await
+    }
+
+    /// [`Webhooks::start`] with an explicit DNS lookup (tests, benchmarks).
+    pub async fn start_with(
+        store: Arc<dyn WebhookStore>,
+        host_store: Arc<dyn Store>,
+        config: Arc<ArcSwap<Config>>,
+        lookup: Arc<dyn Lookup>,
+    ) -> anyhow::Result<Arc<Self>> {
+        store.prepare_webhooks().await.map_err(|e| anyhow::anyhow!("cannot prepare the webhook tables: {e}"))?;
+        let dispatcher = dispatcher::Dispatcher::start(store.clone(), host_store.clone(), config.clone(), lookup.clone())?;
+        Ok(Arc::new(Webhooks { store, host_store, config, lookup, dispatcher }))
+    }
+
+    /// Events were just committed to the outbox: have the endpoints' workers
+    /// read it now instead of at their next look (`webhooks.poll_interval_ms`).
+    /// Optional, cheap, never blocks.
+    pub fn notify(&self) {
+        self.dispatcher.wake();
+    }
+
+    /// Stop dispatching. Pending deliveries stay in the store and resume at the next start.
+    pub async fn shutdown(&self) {
+        self.dispatcher.shutdown().await;
+    }
+
+    fn allow_private(&self) -> bool {
+        self.config.load().webhooks.allow_private
+    }
+}

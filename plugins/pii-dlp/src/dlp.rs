@@ -1,0 +1,333 @@
+//! Secret scanners (DLP), hand-written: cloud and SaaS keys recognised by
+//! their fixed prefixes and lengths, JWTs, PEM private-key blocks, AWS secret
+//! keys next to an AWS word, credentials in URLs, and generic assignments
+//! such as `password=...`, `api_key: "..."`, `"client_secret": "..."`.
+
+use crate::finding::{Class, Finding};
+use crate::pii::context_before;
+
+fn tok(c: u8) -> bool {
+    c.is_ascii_alphanumeric() || c == b'_' || c == b'-'
+}
+
+/// All secret findings in `text`.
+pub fn scan(text: &str, out: &mut Vec<Finding>) {
+    prefixed_tokens(text, out);
+    jwts(text, out);
+    pem_blocks(text, out);
+    aws_secrets(text, out);
+    url_credentials(text, out);
+    assignments(text, out);
+}
+
+/// Kind of a token by prefix and shape.
+fn token_kind(t: &[u8]) -> Option<&'static str> {
+    let rest_ok = |from: usize, min: usize, f: fn(&u8) -> bool| t.len() >= from + min && t[from..].iter().all(f);
+    const AWS: [&[u8]; 11] = [b"AKIA", b"ASIA", b"ABIA", b"ACCA", b"AGPA", b"AIDA", b"AIPA", b"ANPA", b"ANVA", b"AROA", b"APKA"];
+    if t.len() == 20 && AWS.iter().any(|p| t.starts_with(p)) && t.iter().all(|c| c.is_ascii_uppercase() || c.is_ascii_digit()) {
+        return Some("aws_access_key");
+    }
+    for p in [&b"ghp_"[..], b"gho_", b"ghu_", b"ghs_", b"ghr_"] {
+        if t.starts_with(p) && rest_ok(4, 36, u8::is_ascii_alphanumeric) {
+            return Some("github_token");
+        }
+    }
+    if t.starts_with(b"github_pat_") && rest_ok(11, 50, |c| c.is_ascii_alphanumeric() || *c == b'_') {
+        return Some("github_token");
+    }
+    for p in [&b"xoxb-"[..], b"xoxp-", b"xoxa-", b"xoxr-", b"xoxs-", b"xoxe-", b"xapp-"] {
+        if t.starts_with(p) && rest_ok(5, 10, |c| c.is_ascii_alphanumeric() || *c == b'-') {
+            return Some("slack_token");
+        }
+    }
+    for p in [&b"sk_live_"[..], b"sk_test_", b"rk_live_", b"rk_test_"] {
+        if t.starts_with(p) && rest_ok(8, 16, u8::is_ascii_alphanumeric) {
+            return Some("stripe_key");
+        }
+    }
+    if t.len() == 39 && t.starts_with(b"AIza") && t.iter().all(|c| tok(*c)) {
+        return Some("google_api_key");
+    }
+    None
+}
+
+fn prefixed_tokens(text: &str, out: &mut Vec<Finding>) {
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        if !b[i].is_ascii_alphabetic() || (i > 0 && tok(b[i - 1])) {
+            i += 1;
+            continue;
+        }
+        let mut j = i;
+        while j < b.len() && tok(b[j]) {
+            j += 1;
+        }
+        if let Some(kind) = token_kind(&b[i..j]) {
+            out.push(Finding::new(i, j, kind, Class::Dlp, 0.99));
+        }
+        i = j;
+    }
+    for (at, _) in text.match_indices("https://hooks.slack.com/services/") {
+        let mut e = at;
+        while e < b.len() && !b[e].is_ascii_whitespace() && !matches!(b[e], b'"' | b'\'' | b')' | b'>') {
+            e += 1;
+        }
+        out.push(Finding::new(at, e, "slack_token", Class::Dlp, 0.95));
+    }
+}
+
+fn jwts(text: &str, out: &mut Vec<Finding>) {
+    let b = text.as_bytes();
+    let seg = |mut k: usize| {
+        while k < b.len() && tok(b[k]) {
+            k += 1;
+        }
+        k
+    };
+    for (at, _) in text.match_indices("eyJ") {
+        if at > 0 && tok(b[at - 1]) {
+            continue;
+        }
+        let e1 = seg(at);
+        if b.get(e1) != Some(&b'.') || !b[e1 + 1..].starts_with(b"eyJ") {
+            continue;
+        }
+        let e2 = seg(e1 + 1);
+        if b.get(e2) != Some(&b'.') {
+            continue;
+        }
+        let e3 = seg(e2 + 1);
+        if e1 - at >= 10 && e2 - e1 >= 10 {
+            out.push(Finding::new(at, e3, "jwt", Class::Dlp, 0.95));
+        }
+    }
+}
+
+fn pem_blocks(text: &str, out: &mut Vec<Finding>) {
+    for (at, _) in text.match_indices("-----BEGIN ") {
+        let line_end = text[at..].find('\n').map_or(text.len(), |p| at + p);
+        if !text[at..line_end].contains("PRIVATE KEY") {
+            continue;
+        }
+        let end = text[line_end..]
+            .find("-----END ")
+            .and_then(|p| text[line_end + p + 9..].find("-----").map(|q| line_end + p + 9 + q + 5))
+            .unwrap_or(text.len());
+        out.push(Finding::new(at, end, "private_key", Class::Dlp, 0.99));
+    }
+}
+
+fn aws_secrets(text: &str, out: &mut Vec<Finding>) {
+    let b = text.as_bytes();
+    let c64 = |c: u8| c.is_ascii_alphanumeric() || c == b'/' || c == b'+';
+    let mut i = 0;
+    while i < b.len() {
+        if !c64(b[i]) || (i > 0 && c64(b[i - 1])) {
+            i += 1;
+            continue;
+        }
+        let mut j = i;
+        while j < b.len() && c64(b[j]) {
+            j += 1;
+        }
+        let t = &b[i..j];
+        if t.len() == 40
+            && t.iter().any(u8::is_ascii_lowercase)
+            && t.iter().any(u8::is_ascii_uppercase)
+            && t.iter().any(|c| c.is_ascii_digit() || *c == b'/' || *c == b'+')
+            && context_before(text, i, 80, &["aws", "secret"])
+        {
+            out.push(Finding::new(i, j, "aws_secret_key", Class::Dlp, 0.9));
+        }
+        i = j;
+    }
+}
+
+fn url_credentials(text: &str, out: &mut Vec<Finding>) {
+    let b = text.as_bytes();
+    for (at, _) in text.match_indices("://") {
+        let s = at + 3;
+        let mut e = s;
+        while e < b.len() && !b[e].is_ascii_whitespace() && !matches!(b[e], b'/' | b'@' | b'"' | b'\'') {
+            e += 1;
+        }
+        if b.get(e) != Some(&b'@') {
+            continue;
+        }
+        if let Some(colon) = text[s..e].find(':') {
+            let p = s + colon + 1;
+            if e > p {
+                out.push(Finding::new(p, e, "password", Class::Dlp, 0.9));
+            }
+        }
+    }
+}
+
+/// Kind for an assignment key (lowercase identifier), if it names a secret.
+fn key_kind(key: &str) -> Option<&'static str> {
+    // Counts and settings that merely mention tokens (`max_tokens: 512`).
+    if ["tokens", "tokeniz", "max_", "num_", "_count", "_limit", "_length", "_expir", "_ttl"].iter().any(|k| key.contains(k)) {
+        return None;
+    }
+    if key.contains("aws") && key.contains("secret") {
+        Some("aws_secret_key")
+    } else if ["password", "passwd", "pwd", "passphrase", "passwort", "contraseña", "mot_de_passe"].iter().any(|k| key.contains(k)) {
+        Some("password")
+    } else if ["api_key", "apikey", "api-key", "access_key", "secret_key", "private_key", "client_key"].iter().any(|k| key.contains(k)) {
+        Some("api_key")
+    } else if ["secret", "token", "credential"].iter().any(|k| key.contains(k)) || key == "auth" || key.ends_with("_auth") {
+        Some("secret")
+    } else {
+        None
+    }
+}
+
+fn assignments(text: &str, out: &mut Vec<Finding>) {
+    let b = text.as_bytes();
+    let ident = |c: u8| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.');
+    for (p, &c) in b.iter().enumerate() {
+        if c != b'=' && c != b':' {
+            continue;
+        }
+        if c == b':' && b.get(p + 1) == Some(&b'/') {
+            continue; // a URL scheme
+        }
+        // The key: identifier before optional quote and spaces.
+        let mut k = p;
+        while k > 0 && b[k - 1] == b' ' {
+            k -= 1;
+        }
+        if k > 0 && matches!(b[k - 1], b'"' | b'\'') {
+            k -= 1;
+        }
+        let key_end = k;
+        while k > 0 && ident(b[k - 1]) {
+            k -= 1;
+        }
+        if key_end == k || key_end - k > 64 {
+            continue;
+        }
+        let Some(kind) = key_kind(&text[k..key_end].to_ascii_lowercase()) else {
+            continue;
+        };
+        // The value.
+        let mut v = p + 1;
+        if b.get(v) == Some(&b'=') {
+            v += 1;
+        }
+        while v < b.len() && b[v] == b' ' {
+            v += 1;
+        }
+        let quote = b.get(v).copied().filter(|q| matches!(q, b'"' | b'\''));
+        let vs = if quote.is_some() { v + 1 } else { v };
+        let mut ve = vs;
+        while ve < b.len() && ve - vs <= 200 {
+            let ch = b[ve];
+            let stop = match quote {
+                Some(q) => ch == q || ch == b'\n',
+                None => ch.is_ascii_whitespace() || matches!(ch, b',' | b';' | b'&' | b'}' | b'(' | b')' | b'"' | b'\'' | b'<'),
+            };
+            if stop {
+                break;
+            }
+            ve += 1;
+        }
+        let value = &text[vs..ve];
+        if plausible_secret(value, quote.is_some(), b.get(ve)) {
+            out.push(Finding::new(vs, ve, kind, Class::Dlp, 0.75));
+        }
+    }
+}
+
+/// Rejects placeholders, references and code rather than literal secrets.
+fn plausible_secret(value: &str, quoted: bool, next: Option<&u8>) -> bool {
+    let lower = value.to_ascii_lowercase();
+    if value.len() < 4 || value.len() > 200 || next == Some(&b'(') {
+        return false;
+    }
+    if value.starts_with(['$', '<', '{', '%', '[', '/', '~'])
+        || value.starts_with("./")
+        || lower.contains("****")
+        || lower.contains("xxxx")
+        || lower.contains("...")
+    {
+        return false;
+    }
+    if matches!(lower.as_str(), "null" | "none" | "true" | "false" | "undefined" | "required" | "optional" | "string" | "redacted") {
+        return false;
+    }
+    if value.starts_with('[') && value.ends_with(']') {
+        return false; // one of our own placeholders
+    }
+    // Unquoted dotted or snake-case identifiers are references (`os.environ`, `user_password`).
+    let identifier = value.bytes().all(|c| c.is_ascii_lowercase() || c == b'_' || c == b'.');
+    !(identifier && !quoted && (value.contains('.') || value.contains('_')))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn kinds(text: &str) -> Vec<(String, String)> {
+        let mut v = Vec::new();
+        scan(text, &mut v);
+        crate::finding::resolve(v).into_iter().map(|f| (f.kind.to_string(), text[f.start..f.end].to_string())).collect()
+    }
+
+    fn one(text: &str, kind: &str, value: &str) {
+        assert_eq!(kinds(text), vec![(kind.to_string(), value.to_string())], "{text}");
+    }
+
+    #[test]
+    fn prefixed_keys() {
+        one("key AKIAIOSFODNN7EXAMPLE ok", "aws_access_key", "AKIAIOSFODNN7EXAMPLE");
+        one("token ghp_abcdefghijklmnopqrstuvwxyz0123456789", "github_token", "ghp_abcdefghijklmnopqrstuvwxyz0123456789");
+        let pat = format!("github_pat_{}", "A1b2".repeat(20));
+        one(&format!("use {pat}"), "github_token", &pat);
+        one("slack xoxb-123456789012-abcdefABCDEF", "slack_token", "xoxb-123456789012-abcdefABCDEF");
+        one("stripe sk_live_4eC39HqLyjWDarjtT1zdp7dc", "stripe_key", "sk_live_4eC39HqLyjWDarjtT1zdp7dc");
+        one("g AIzaSyA1234567890abcdefghijklmnopqrstuv", "google_api_key", "AIzaSyA1234567890abcdefghijklmnopqrstuv");
+        one(
+            "hook https://hooks.slack.com/services/T000/B000/XXXXabcd",
+            "slack_token",
+            "https://hooks.slack.com/services/T000/B000/XXXXabcd",
+        );
+    }
+
+    #[test]
+    fn structured_secrets() {
+        let jwt = "eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.dozjgNryP4J3jVmNHl0w5N_XgL0n3I9PlFUP0THsR8U";
+        one(&format!("Bearer {jwt}"), "jwt", jwt);
+        let pem = "-----BEGIN RSA PRIVATE KEY-----\nMIIEow\nabc\n-----END RSA PRIVATE KEY-----";
+        one(&format!("key:\n{pem}\nthanks"), "private_key", pem);
+        one(
+            "aws_secret_access_key = wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+            "aws_secret_key",
+            "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY",
+        );
+        one("AWS secret wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "aws_secret_key", "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY");
+        one("postgres://admin:hunter2@db.internal/app", "password", "hunter2");
+    }
+
+    #[test]
+    fn assignments_but_not_code() {
+        one("DB_PASSWORD=s3cr3t!", "password", "s3cr3t!");
+        one(r#"{"client_secret": "abc123xyz"}"#, "secret", "abc123xyz");
+        one("api_key: 'k-123456'", "api_key", "k-123456");
+        for t in [
+            "password = get_password()",
+            "password: ${DB_PASS}",
+            "password=<your password>",
+            "password = settings.db_password",
+            "token: null",
+            "the password: is required",
+            "api_key=[API_KEY_1]",
+            "max_tokens: 1000",
+            "token_limit=4096",
+            "pwd: /home/ann",
+        ] {
+            assert!(kinds(t).is_empty(), "{t}: {:?}", kinds(t));
+        }
+    }
+}

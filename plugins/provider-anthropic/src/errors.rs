@@ -1,0 +1,188 @@
+//! Anthropic failures → [`ProviderError`] with the failover class.
+//!
+//! Anthropic's error body is `{"type":"error","error":{"type","message"}}`,
+//! both for HTTP errors and for `event: error` inside a stream. Messages are
+//! scrubbed before they leave: the configured key and anything that looks
+//! like a key (`sk-ant-…`) is masked, control characters are dropped and the
+//! length is capped.
+
+use gatehouse_sdk::provider::exports::gatehouse::plugin::provider_api::{ErrorClass, ProviderError};
+use serde_json::Value;
+
+/// Longest upstream message passed on, in characters.
+const MAX_MESSAGE_CHARS: usize = 300;
+
+/// The failover class of a non-2xx status: 429 → rate-limit; 408 and 504
+/// (`timeout_error`) → timeout; 529 (`overloaded_error`) and other 5xx →
+/// server-error; other 4xx → client-error; anything else → server-error.
+pub fn class_of_status(status: u16) -> ErrorClass {
+    match status {
+        429 => ErrorClass::RateLimit,
+        408 | 504 => ErrorClass::Timeout,
+        400..=499 => ErrorClass::ClientError,
+        _ => ErrorClass::ServerError,
+    }
+}
+
+/// The failover class of an Anthropic error `type`, for errors that come
+/// without a useful status (inside a stream, or in a 2xx body).
+pub fn class_of_error_type(kind: &str) -> ErrorClass {
+    match kind {
+        "rate_limit_error" => ErrorClass::RateLimit,
+        "timeout_error" => ErrorClass::Timeout,
+        "invalid_request_error"
+        | "authentication_error"
+        | "permission_error"
+        | "not_found_error"
+        | "request_too_large"
+        | "billing_error" => ErrorClass::ClientError,
+        // `overloaded_error`, `api_error` and anything new: the upstream's fault.
+        _ => ErrorClass::ServerError,
+    }
+}
+
+/// `(type, message)` of an Anthropic error body, if it is one.
+pub fn error_parts(body: &Value) -> Option<(String, String)> {
+    let err = body.get("error")?;
+    let text = |k: &str| err.get(k).and_then(Value::as_str).unwrap_or("").to_string();
+    match err {
+        Value::Object(_) => Some((text("type"), text("message"))),
+        Value::String(s) => Some((String::new(), s.clone())),
+        _ => None,
+    }
+}
+
+/// The error for a non-2xx response.
+pub fn http_error(status: u16, body: &str, api_key: Option<&str>) -> ProviderError {
+    let parts = serde_json::from_str::<Value>(body).ok().as_ref().and_then(error_parts);
+    let message = match parts {
+        Some((kind, msg)) if !msg.trim().is_empty() => {
+            let kind = if kind.is_empty() { String::new() } else { format!("{kind}: ") };
+            format!("upstream returned HTTP {status}: {kind}{}", scrub(&msg, api_key))
+        }
+        _ => format!("upstream returned HTTP {status}"),
+    };
+    ProviderError { class: class_of_status(status), message }
+}
+
+/// The error for an error object in a 2xx body or an `error` stream event.
+pub fn body_error(kind: &str, message: &str, api_key: Option<&str>) -> ProviderError {
+    let shown = if kind.is_empty() { "error" } else { kind };
+    ProviderError { class: class_of_error_type(kind), message: format!("upstream {shown}: {}", scrub(message, api_key)) }
+}
+
+/// A 2xx answer we cannot read: the upstream is broken, try elsewhere.
+pub fn malformed(what: impl std::fmt::Display) -> ProviderError {
+    ProviderError { class: ErrorClass::ServerError, message: format!("malformed upstream response: {what}") }
+}
+
+/// A fault of this adapter or its configuration (not of the caller).
+pub fn adapter_fault(message: String) -> ProviderError {
+    ProviderError { class: ErrorClass::ServerError, message }
+}
+
+/// A request this adapter cannot send because of what the caller asked for.
+pub fn bad_request(message: String) -> ProviderError {
+    ProviderError { class: ErrorClass::ClientError, message }
+}
+
+/// Mask secrets, drop control characters and cap the length of an upstream message.
+pub fn scrub(message: &str, api_key: Option<&str>) -> String {
+    let mut text = message.to_string();
+    if let Some(key) = api_key.filter(|k| k.len() >= 4) {
+        text = text.replace(key, "***");
+    }
+    let masked = mask_key_like(&text);
+    let mut out: String = masked.chars().map(|c| if c.is_control() { ' ' } else { c }).take(MAX_MESSAGE_CHARS).collect();
+    if masked.chars().count() > MAX_MESSAGE_CHARS {
+        out.push('…');
+    }
+    out.trim().to_string()
+}
+
+/// Replace words that look like API keys (`sk-ant-…`, `sk-…`) with their
+/// prefix and `***`.
+fn mask_key_like(text: &str) -> String {
+    const PREFIXES: [&str; 2] = ["sk-ant-", "sk-"];
+    let is_key_char = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '*';
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find(is_key_char) {
+        out.push_str(&rest[..start]);
+        let word_len = rest[start..].find(|c: char| !is_key_char(c)).unwrap_or(rest.len() - start);
+        let word = &rest[start..start + word_len];
+        match PREFIXES.iter().find(|p| word.starts_with(**p) && word.len() >= p.len() + 6) {
+            Some(prefix) => {
+                out.push_str(prefix);
+                out.push_str("***");
+            }
+            None => out.push_str(word),
+        }
+        rest = &rest[start + word_len..];
+    }
+    out.push_str(rest);
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::class_name;
+
+    #[test]
+    fn statuses_map_to_classes() {
+        for (status, want) in [
+            (429, "rate-limit"),
+            (529, "server-error"),
+            (500, "server-error"),
+            (503, "server-error"),
+            (408, "timeout"),
+            (504, "timeout"),
+            (400, "client-error"),
+            (401, "client-error"),
+            (403, "client-error"),
+            (404, "client-error"),
+            (413, "client-error"),
+        ] {
+            assert_eq!(class_name(http_error(status, "", None).class), want, "status {status}");
+        }
+    }
+
+    #[test]
+    fn anthropic_error_bodies() {
+        let e = http_error(529, include_str!("../fixtures/error_overloaded.json"), None);
+        assert_eq!(class_name(e.class), "server-error");
+        assert_eq!(e.message, "upstream returned HTTP 529: overloaded_error: Overloaded");
+        let e = http_error(401, include_str!("../fixtures/error_auth.json"), Some("sk-ant-api03-SECRETSECRET"));
+        assert_eq!(class_name(e.class), "client-error");
+        assert_eq!(e.message, "upstream returned HTTP 401: authentication_error: invalid x-api-key");
+        let e = http_error(502, "<html>bad gateway</html>", None);
+        assert_eq!(e.message, "upstream returned HTTP 502");
+    }
+
+    #[test]
+    fn keys_are_masked() {
+        let e = http_error(
+            400,
+            r#"{"type":"error","error":{"type":"invalid_request_error","message":"key sk-ant-api03-abcdefgh is bad"}}"#,
+            None,
+        );
+        assert!(e.message.ends_with("key sk-ant-*** is bad"), "{}", e.message);
+        assert_eq!(scrub("x MYKEY1234 y", Some("MYKEY1234")), "x *** y");
+    }
+
+    #[test]
+    fn error_types_map_to_classes() {
+        for (kind, want) in [
+            ("overloaded_error", "server-error"),
+            ("api_error", "server-error"),
+            ("rate_limit_error", "rate-limit"),
+            ("timeout_error", "timeout"),
+            ("invalid_request_error", "client-error"),
+            ("authentication_error", "client-error"),
+            ("something_new", "server-error"),
+        ] {
+            assert_eq!(class_name(class_of_error_type(kind)), want, "{kind}");
+        }
+    }
+}

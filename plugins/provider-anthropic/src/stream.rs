@@ -1,0 +1,230 @@
+//! One SSE event of a Messages API stream → [`StreamOutput`].
+//!
+//! The event flow is `message_start` (input usage), then per content block
+//! `content_block_start`, `content_block_delta`s and `content_block_stop`,
+//! then `message_delta` (stop reason, cumulative output usage) and
+//! `message_stop`. `ping`s may come anywhere; `error` ends the stream.
+//!
+//! Input tokens arrive with `message_start` and output tokens with
+//! `message_delta`, so the running counts travel in the opaque `state`
+//! string (a small JSON object) from one call to the next. Usage is reported
+//! with `message_delta` and again with `message_stop`, never earlier: the
+//! provisional output count of `message_start` must not be billed if the
+//! stream breaks.
+
+use gatehouse_sdk::provider::exports::gatehouse::plugin::provider_api::{ProviderError, StreamEvent, StreamOutput, Upstream, Usage};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::errors::{adapter_fault, body_error, error_parts, malformed};
+use crate::response::{finish_reason, input_tokens, output_tokens};
+
+/// What one stream carries from event to event.
+#[derive(Debug, Default, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamState {
+    /// Billed input tokens from `message_start` (or a later `message_delta`).
+    #[serde(default, rename = "in")]
+    pub input_tokens: u32,
+    /// Cumulative output tokens.
+    #[serde(default, rename = "out")]
+    pub output_tokens: u32,
+}
+
+impl StreamState {
+    /// Decode the state handed back by the host; `""` is the initial state.
+    pub fn decode(state: &str) -> Result<Self, ProviderError> {
+        if state.is_empty() {
+            return Ok(Self::default());
+        }
+        serde_json::from_str(state).map_err(|e| adapter_fault(format!("provider-anthropic: bad stream state ({e})")))
+    }
+
+    /// Encode for the next call.
+    pub fn encode(&self) -> String {
+        format!("{{\"in\":{},\"out\":{}}}", self.input_tokens, self.output_tokens)
+    }
+
+    fn usage(&self) -> Usage {
+        Usage { prompt_tokens: self.input_tokens, completion_tokens: self.output_tokens }
+    }
+}
+
+/// Translate one event.
+pub fn parse_stream_event(up: &Upstream, state: &str, event: &StreamEvent) -> Result<StreamOutput, ProviderError> {
+    let mut st = StreamState::decode(state)?;
+    let mut out = StreamOutput { content: String::new(), finish_reason: None, usage: None, done: false, state: String::new() };
+    let data = event.data.trim();
+    if data.is_empty() {
+        out.state = st.encode();
+        return Ok(out);
+    }
+    let v: Value = serde_json::from_str(data).map_err(|e| malformed(format!("stream event is not JSON ({e})")))?;
+    // The JSON `type` is authoritative; the SSE event name is the fallback.
+    let kind = v.get("type").and_then(Value::as_str).unwrap_or(event.event.as_str());
+    match kind {
+        "message_start" => {
+            if let Some(u) = v.get("message").and_then(|m| m.get("usage")) {
+                st.input_tokens = input_tokens(u).unwrap_or(st.input_tokens);
+                st.output_tokens = output_tokens(u).unwrap_or(st.output_tokens);
+            }
+        }
+        "content_block_start" => {
+            let block = v.get("content_block");
+            if block.and_then(|b| b.get("type")).and_then(Value::as_str) == Some("text") {
+                out.content = block.and_then(|b| b.get("text")).and_then(Value::as_str).unwrap_or("").to_string();
+            }
+        }
+        "content_block_delta" => {
+            let delta = v.get("delta");
+            if delta.and_then(|d| d.get("type")).and_then(Value::as_str) == Some("text_delta") {
+                out.content = delta.and_then(|d| d.get("text")).and_then(Value::as_str).unwrap_or("").to_string();
+            }
+        }
+        "message_delta" => {
+            if let Some(reason) = v.get("delta").and_then(|d| d.get("stop_reason")).and_then(Value::as_str) {
+                out.finish_reason = Some(finish_reason(reason));
+            }
+            if let Some(u) = v.get("usage") {
+                st.input_tokens = input_tokens(u).unwrap_or(st.input_tokens);
+                st.output_tokens = output_tokens(u).unwrap_or(st.output_tokens);
+            }
+            out.usage = Some(st.usage());
+        }
+        "message_stop" => {
+            out.usage = Some(st.usage());
+            out.done = true;
+        }
+        "error" => {
+            let (kind, message) = error_parts(&v).unwrap_or_default();
+            return Err(body_error(&kind, &message, up.api_key.as_deref()));
+        }
+        // `content_block_stop`, `ping`, and event types added later by Anthropic.
+        _ => {}
+    }
+    out.state = st.encode();
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{class_name, upstream};
+
+    /// Split a recorded SSE transcript into events (enough for fixtures that
+    /// use only `event:` and single `data:` lines).
+    fn events(transcript: &str) -> Vec<StreamEvent> {
+        transcript
+            .split("\n\n")
+            .filter(|block| !block.trim().is_empty())
+            .map(|block| {
+                let mut ev = StreamEvent { event: String::new(), data: String::new() };
+                for line in block.lines() {
+                    if let Some(d) = line.strip_prefix("data: ") {
+                        ev.data = d.to_string();
+                    } else if let Some(e) = line.strip_prefix("event: ") {
+                        ev.event = e.to_string();
+                    }
+                }
+                ev
+            })
+            .collect()
+    }
+
+    struct Run {
+        text: String,
+        finish: Option<String>,
+        usage: Option<(u32, u32)>,
+        done: bool,
+        error: Option<ProviderError>,
+        usage_events: usize,
+    }
+
+    fn run(transcript: &str) -> Run {
+        let up = upstream(None, "");
+        let mut r = Run { text: String::new(), finish: None, usage: None, done: false, error: None, usage_events: 0 };
+        let mut state = String::new();
+        for ev in events(transcript) {
+            assert!(!r.done, "event after done");
+            match parse_stream_event(&up, &state, &ev) {
+                Ok(o) => {
+                    r.text.push_str(&o.content);
+                    r.finish = o.finish_reason.or(r.finish);
+                    if let Some(u) = o.usage {
+                        r.usage = Some((u.prompt_tokens, u.completion_tokens));
+                        r.usage_events += 1;
+                    }
+                    r.done = o.done;
+                    state = o.state;
+                }
+                Err(e) => {
+                    r.error = Some(e);
+                    break;
+                }
+            }
+        }
+        r
+    }
+
+    #[test]
+    fn full_stream() {
+        let r = run(include_str!("../fixtures/stream.txt"));
+        assert!(r.error.is_none());
+        assert_eq!(r.text, "Hello! How can I help you today?");
+        assert_eq!(r.finish.as_deref(), Some("stop"));
+        assert_eq!(r.usage, Some((25, 15)));
+        assert_eq!(r.usage_events, 2, "message_delta and message_stop");
+        assert!(r.done);
+    }
+
+    #[test]
+    fn tool_use_and_thinking_deltas_are_not_text() {
+        let r = run(include_str!("../fixtures/stream_tool_use.txt"));
+        assert!(r.error.is_none());
+        assert_eq!(r.text, "Okay, let's check the weather.");
+        assert_eq!(r.finish.as_deref(), Some("tool_calls"));
+        assert_eq!(r.usage, Some((472 + 10, 89)));
+        assert!(r.done);
+    }
+
+    #[test]
+    fn overloaded_mid_stream_is_a_server_error() {
+        let r = run(include_str!("../fixtures/stream_overloaded.txt"));
+        assert_eq!(r.text, "Hel");
+        assert!(!r.done);
+        assert_eq!(r.usage, None, "no usage before message_delta");
+        let e = r.error.expect("error");
+        assert_eq!(class_name(e.class), "server-error");
+        assert_eq!(e.message, "upstream overloaded_error: Overloaded");
+    }
+
+    #[test]
+    fn rate_limit_error_event() {
+        let ev = StreamEvent {
+            event: "error".into(),
+            data: r#"{"type":"error","error":{"type":"rate_limit_error","message":"slow down"}}"#.into(),
+        };
+        let e = parse_stream_event(&upstream(None, ""), "", &ev).expect_err("error");
+        assert_eq!(class_name(e.class), "rate-limit");
+    }
+
+    #[test]
+    fn state_round_trip_and_bad_input() {
+        let s = StreamState { input_tokens: 3, output_tokens: 9 };
+        assert_eq!(StreamState::decode(&s.encode()).expect("decode"), s);
+        let ping = StreamEvent { event: "ping".into(), data: r#"{"type": "ping"}"#.into() };
+        let o = parse_stream_event(&upstream(None, ""), &s.encode(), &ping).expect("ping");
+        assert_eq!(o.state, s.encode());
+        assert!(o.content.is_empty() && o.usage.is_none() && !o.done);
+        assert!(parse_stream_event(&upstream(None, ""), "garbage", &ping).is_err());
+        let broken = StreamEvent { event: "content_block_delta".into(), data: "{\"type\":\"content_block_del".into() };
+        let e = parse_stream_event(&upstream(None, ""), "", &broken).expect_err("broken");
+        assert_eq!(class_name(e.class), "server-error");
+    }
+
+    #[test]
+    fn unknown_events_are_ignored() {
+        let ev = StreamEvent { event: "future_event".into(), data: r#"{"type":"future_event","x":1}"#.into() };
+        let o = parse_stream_event(&upstream(None, ""), "", &ev).expect("ignored");
+        assert!(o.content.is_empty() && !o.done);
+    }
+}

@@ -1,0 +1,156 @@
+//! One SSE event of an OpenAI stream → [`StreamOutput`].
+//!
+//! OpenAI sends `data: {chat.completion.chunk}` events without `event:`
+//! names and ends with `data: [DONE]`. With `stream_options.include_usage`
+//! the chunk before `[DONE]` has empty `choices` and the usage of the whole
+//! request. An error after the stream started arrives as `data: {"error":
+//! {...}}`. This adapter keeps no state between events.
+
+use gatehouse_sdk::provider::exports::gatehouse::plugin::provider_api::{ProviderError, StreamEvent, StreamOutput, Upstream};
+use serde_json::Value;
+
+use crate::errors::{error_object, malformed, object_error};
+use crate::response::{first_choice, usage_of};
+
+/// Translate one event; `state` is handed back unchanged.
+pub fn parse_stream_event(up: &Upstream, state: String, event: &StreamEvent) -> Result<StreamOutput, ProviderError> {
+    let mut out = StreamOutput { content: String::new(), finish_reason: None, usage: None, done: false, state };
+    let data = event.data.trim();
+    if data == "[DONE]" {
+        out.done = true;
+        return Ok(out);
+    }
+    if data.is_empty() {
+        return Ok(out);
+    }
+    let v: Value = serde_json::from_str(data).map_err(|e| malformed(format!("stream event is not JSON ({e})")))?;
+    if let Some(err) = error_object(&v) {
+        return Err(object_error(&err, up.api_key.as_deref()));
+    }
+    if event.event == "error" {
+        return Err(object_error(&v, up.api_key.as_deref()));
+    }
+    if let Some(choice) = first_choice(&v) {
+        if let Some(text) = choice.get("delta").and_then(|d| d.get("content")).and_then(Value::as_str) {
+            out.content = text.to_string();
+        }
+        out.finish_reason = choice.get("finish_reason").and_then(Value::as_str).map(str::to_string);
+    } else if v.get("choices").is_none() {
+        return Err(malformed("stream chunk has no `choices`"));
+    }
+    out.usage = usage_of(&v);
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{class_name, upstream};
+
+    /// Split a recorded SSE transcript into events (enough for fixtures that
+    /// use only `event:` and single `data:` lines).
+    fn events(transcript: &str) -> Vec<StreamEvent> {
+        transcript
+            .split("\n\n")
+            .filter(|block| !block.trim().is_empty())
+            .map(|block| {
+                let mut ev = StreamEvent { event: String::new(), data: String::new() };
+                for line in block.lines() {
+                    if let Some(d) = line.strip_prefix("data: ") {
+                        ev.data = d.to_string();
+                    } else if let Some(e) = line.strip_prefix("event: ") {
+                        ev.event = e.to_string();
+                    }
+                }
+                ev
+            })
+            .collect()
+    }
+
+    /// What a whole transcript added up to.
+    struct Run {
+        text: String,
+        finish: Option<String>,
+        usage: Option<(u32, u32)>,
+        done: bool,
+        error: Option<ProviderError>,
+    }
+
+    fn run(transcript: &str) -> Run {
+        let up = upstream(None, "");
+        let mut r = Run { text: String::new(), finish: None, usage: None, done: false, error: None };
+        let mut state = String::new();
+        for ev in events(transcript) {
+            assert!(!r.done, "event after done");
+            match parse_stream_event(&up, state.clone(), &ev) {
+                Ok(o) => {
+                    r.text.push_str(&o.content);
+                    r.finish = o.finish_reason.or(r.finish);
+                    r.usage = o.usage.map(|u| (u.prompt_tokens, u.completion_tokens)).or(r.usage);
+                    r.done = o.done;
+                    state = o.state;
+                }
+                Err(e) => {
+                    r.error = Some(e);
+                    break;
+                }
+            }
+        }
+        r
+    }
+
+    #[test]
+    fn openai_stream_with_usage() {
+        let r = run(include_str!("../fixtures/stream_openai.txt"));
+        assert!(r.error.is_none());
+        assert_eq!(r.text, "Hello! How can I help?");
+        assert_eq!(r.finish.as_deref(), Some("stop"));
+        assert_eq!(r.usage, Some((19, 7)));
+        assert!(r.done);
+    }
+
+    #[test]
+    fn role_only_first_chunk_has_no_content() {
+        let ev = &events(include_str!("../fixtures/stream_openai.txt"))[0];
+        let o = parse_stream_event(&upstream(None, ""), String::new(), ev).expect("ok");
+        assert_eq!(o.content, "");
+        assert!(o.finish_reason.is_none() && o.usage.is_none() && !o.done);
+    }
+
+    #[test]
+    fn groq_usage_in_x_groq() {
+        let r = run(include_str!("../fixtures/stream_groq.txt"));
+        assert!(r.error.is_none());
+        assert_eq!(r.text, "Hi!");
+        assert_eq!(r.finish.as_deref(), Some("stop"));
+        assert_eq!(r.usage, Some((12, 3)));
+        assert!(r.done);
+    }
+
+    #[test]
+    fn error_inside_stream() {
+        let r = run(include_str!("../fixtures/stream_error.txt"));
+        assert_eq!(r.text, "Partial");
+        assert!(!r.done);
+        let e = r.error.expect("error");
+        assert_eq!(class_name(e.class), "server-error");
+        assert!(e.message.contains("The server had an error"), "{}", e.message);
+    }
+
+    #[test]
+    fn broken_chunk_is_malformed() {
+        let ev = StreamEvent { event: String::new(), data: "{\"choices\":[{\"delta\":".to_string() };
+        let e = parse_stream_event(&upstream(None, ""), String::new(), &ev).expect_err("broken");
+        assert_eq!(class_name(e.class), "server-error");
+        let ev = StreamEvent { event: String::new(), data: "{\"id\":\"x\"}".to_string() };
+        assert!(parse_stream_event(&upstream(None, ""), String::new(), &ev).is_err());
+    }
+
+    #[test]
+    fn empty_data_is_ignored_and_state_is_kept() {
+        let ev = StreamEvent { event: String::new(), data: String::new() };
+        let o = parse_stream_event(&upstream(None, ""), "s".to_string(), &ev).expect("ok");
+        assert_eq!(o.state, "s");
+        assert!(!o.done && o.content.is_empty());
+    }
+}

@@ -1,0 +1,98 @@
+//! A provider component that misbehaves in `build-request`, one way per
+//! feature: `trap` (panics), `spin` (endless loop), `memory` (grows its heap
+//! page by page until refused), `recursion` (unbounded recursion), `huge`
+//! (returns a 64 MiB body). `parse-*` answer normally.
+
+use gatehouse_sdk::provider::exports::gatehouse::plugin::provider_api::{
+    ChatRequest, Completion, Guest, ProviderError, StreamEvent, StreamOutput, Upstream,
+};
+use gatehouse_sdk::provider::gatehouse::plugin::types::{HttpRequest, PluginInfo, PluginKind};
+
+fn name() -> &'static str {
+    if cfg!(feature = "trap") {
+        "bad-trap"
+    } else if cfg!(feature = "spin") {
+        "bad-spin"
+    } else if cfg!(feature = "memory") {
+        "bad-memory"
+    } else if cfg!(feature = "recursion") {
+        "bad-recursion"
+    } else {
+        "bad-huge"
+    }
+}
+
+#[inline(never)]
+fn recurse(n: u64, acc: &mut [u8; 256]) -> u64 {
+    acc[(n % 256) as usize] = n as u8;
+    std::hint::black_box(recurse(n + 1, acc)) + acc[0] as u64
+}
+
+fn misbehave() -> String {
+    if cfg!(feature = "trap") {
+        panic!("deliberate trap");
+    }
+    if cfg!(feature = "spin") {
+        let mut x: u64 = 0;
+        loop {
+            x = std::hint::black_box(x.wrapping_add(1));
+        }
+    }
+    if cfg!(feature = "memory") {
+        let mut pages: Vec<Vec<u8>> = Vec::new();
+        loop {
+            // One 64 KiB page at a time, touched so it is really used.
+            let mut p = vec![0u8; 65536];
+            p[0] = 1;
+            pages.push(std::hint::black_box(p));
+        }
+    }
+    if cfg!(feature = "recursion") {
+        let mut acc = [0u8; 256];
+        return recurse(0, &mut acc).to_string();
+    }
+    "x".repeat(64 * 1024 * 1024)
+}
+
+struct Bad;
+
+impl Guest for Bad {
+    fn info() -> PluginInfo {
+        PluginInfo {
+            name: name().into(),
+            version: "0.0.1".into(),
+            kind: PluginKind::Provider,
+            description: "deliberately faulty test plugin".into(),
+        }
+    }
+
+    fn build_request(_up: Upstream, _request: ChatRequest) -> Result<HttpRequest, ProviderError> {
+        let body = misbehave();
+        Ok(HttpRequest {
+            method: "POST".into(),
+            url: "echo://local/chat".into(),
+            headers: vec![],
+            body,
+        })
+    }
+
+    fn parse_response(_up: Upstream, _status: u16, body: String) -> Result<Completion, ProviderError> {
+        Ok(Completion {
+            content: body,
+            finish_reason: "stop".into(),
+            usage: None,
+        })
+    }
+
+    fn parse_stream_event(_up: Upstream, state: String, event: StreamEvent) -> Result<StreamOutput, ProviderError> {
+        Ok(StreamOutput {
+            content: event.data,
+            finish_reason: None,
+            usage: None,
+            done: true,
+            state,
+        })
+    }
+}
+
+gatehouse_sdk::export_provider!(Bad);

@@ -1,0 +1,9 @@
+//! Black-box test support: start the real `gatehouse` binary on a free port
+//! with a temporary data dir, talk to it over loopback HTTP, kill and restart it.
+
+pub mod mock_upstream;
+pub mod plugins;
+pub mod server;
+pub mod sse;
+
+pub use server::{Server, ServerBuilder};

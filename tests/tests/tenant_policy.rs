@@ -1,0 +1,91 @@
+//! The README's "Write a tenant policy" steps against a running server:
+//! scaffold from examples/tenant-policy, build for wasm32-wasip2, copy into
+//! the watched folder (temporary name, then rename), and see the policy deny
+//! a chosen word without a restart.
+
+use std::path::Path;
+use std::process::Command;
+use std::time::{Duration, Instant};
+
+use gatehouse_tests::Server;
+use serde_json::{Value, json};
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("mkdir");
+    for entry in std::fs::read_dir(from).expect("read_dir") {
+        let entry = entry.expect("entry");
+        let dest = to.join(entry.file_name());
+        if entry.file_type().expect("type").is_dir() {
+            if entry.file_name() != "target" {
+                copy_dir(&entry.path(), &dest);
+            }
+        } else {
+            std::fs::copy(entry.path(), dest).expect("copy");
+        }
+    }
+}
+
+#[tokio::test]
+async fn a_tenant_policy_built_from_the_template_takes_effect_without_a_restart() {
+    let ws = Path::new(env!("CARGO_MANIFEST_DIR")).parent().expect("workspace").to_path_buf();
+    let s = Server::start();
+    let body = |text: &str| json!({"index": "Zero-Knowledge", "model": "echo/default", "prompt": text, "smltp_policy": "my-policy"});
+    let post = |b: Value| s.client.post(s.url("/chat/completions")).bearer_auth(&s.admin_key).json(&b).send();
+    // Not there yet.
+    let r = post(body("hello")).await.expect("send");
+    assert_eq!(r.status(), 400);
+    let v: Value = r.json().await.expect("json");
+    assert_eq!(v["error"], "Unknown policy");
+
+    // 1. Scaffold: copy the template, choose the word, point it at the SDK.
+    let work = tempfile::tempdir().expect("tmp");
+    let project = work.path().join("my-policy");
+    copy_dir(&ws.join("examples/tenant-policy"), &project);
+    let lib = project.join("src/lib.rs");
+    let src = std::fs::read_to_string(&lib).expect("lib.rs").replace("\"forbidden-word\"", "\"pineapple\"");
+    std::fs::write(&lib, src).expect("write lib.rs");
+    let manifest = project.join("Cargo.toml");
+    let sdk = ws.join("plugins/sdk");
+    let toml = std::fs::read_to_string(&manifest)
+        .expect("Cargo.toml")
+        .replace("path = \"../../plugins/sdk\"", &format!("path = {:?}", sdk.display().to_string()));
+    std::fs::write(&manifest, toml).expect("write Cargo.toml");
+
+    // 2. Build, as the README says (a shared target dir only to save time).
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+    let target = ws.join("target/tenant-policy-test");
+    let status = Command::new(cargo)
+        .current_dir(&project)
+        .args(["build", "--target", "wasm32-wasip2", "--release", "--target-dir"])
+        .arg(&target)
+        .env_remove("CARGO_TARGET_DIR")
+        .env_remove("RUSTFLAGS")
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
+        .status()
+        .expect("cargo build");
+    assert!(status.success(), "the template builds");
+    let wasm = target.join("wasm32-wasip2/release/my_policy.wasm");
+
+    // 3. Copy into the watched folder: temporary name, then rename.
+    let dir = s.data_dir.join("plugins");
+    std::fs::copy(&wasm, dir.join(".my-policy.wasm.tmp")).expect("copy");
+    std::fs::rename(dir.join(".my-policy.wasm.tmp"), dir.join("my-policy.wasm")).expect("rename");
+
+    // 4. It takes effect without a restart.
+    let started = Instant::now();
+    loop {
+        let r = post(body("I would like a pineapple pizza")).await.expect("send");
+        if r.status() == 403 {
+            let v: Value = r.json().await.expect("json");
+            assert_eq!(v["error"], "Access denied");
+            assert!(v["message"].as_str().expect("m").contains("my-policy"), "{v}");
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "the policy never loaded");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let r = post(body("I would like a margherita")).await.expect("send");
+    let v: Value = r.json().await.expect("json");
+    assert_eq!(v["metadata"]["smltp_policy_used"], "my-policy", "{v}");
+    assert_eq!(v["metadata"]["smltp_policy_source"], "request");
+}
