@@ -1,0 +1,448 @@
+//! The in-memory inverted index and its ranking.
+//!
+//! Ranking: BM25F at two levels, summed.
+//! - Passage level: fields title (the document's), heading path, passage
+//!   text, weighted by [`Options::title_weight`] / [`Options::heading_weight`] / 1,
+//!   each length-normalised against its own average (Robertson & Zaragoza's
+//!   BM25F: weighted, normalised term frequencies summed before saturation).
+//! - Page level: the same over the whole document (title, all headings, all
+//!   text), scaled by [`Options::document_weight`] and added to each of its
+//!   passages, so a passage from a page that is about the query beats an
+//!   equally matching passage from a page that mentions it in passing.
+//!
+//! Terms are stemmed, stop words dropped ([`crate::text`]). Results: best first;
+//! the n-th further passage of a document has its score multiplied by 0.5^n,
+//! so distinct documents fill the top unless one document is far better.
+
+use std::collections::HashMap;
+
+use crate::chunk;
+use crate::extract;
+use crate::text::Analyzer;
+
+/// Tunables of index building and ranking. The defaults are textbook values
+/// (k1 = 1.2, b = 0.75) and were not fitted to the evaluation set.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Options {
+    /// Maximum words per passage.
+    pub chunk_words: usize,
+    /// Words repeated between consecutive passages of a section cut mid-paragraph.
+    pub overlap_words: usize,
+    /// Weight of the document title field.
+    pub title_weight: f32,
+    /// Weight of the heading field.
+    pub heading_weight: f32,
+    /// Weight of the page-level score added to each passage's score.
+    pub document_weight: f32,
+    /// BM25 term-frequency saturation.
+    pub k1: f32,
+    /// BM25 length normalisation.
+    pub b: f32,
+}
+
+impl Default for Options {
+    fn default() -> Self {
+        Self { chunk_words: 160, overlap_words: 30, title_weight: 3.0, heading_weight: 2.0, document_weight: 0.5, k1: 1.2, b: 0.75 }
+    }
+}
+
+/// Score factor for each further passage of the same document.
+const SAME_DOC_DECAY: f32 = 0.5;
+
+/// Field numbers.
+const TITLE: usize = 0;
+const HEADING: usize = 1;
+const BODY: usize = 2;
+
+#[derive(Debug, Clone, Copy)]
+struct Posting {
+    id: u32,
+    tf: [u16; 3],
+}
+
+#[derive(Debug)]
+struct Doc {
+    source: String,
+    title: String,
+    lens: [u32; 3],
+}
+
+#[derive(Debug)]
+struct Chunk {
+    doc: u32,
+    heading: String,
+    text: String,
+    lens: [u32; 3],
+}
+
+/// One result.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Hit {
+    /// Document path relative to the root, with forward slashes.
+    pub source: String,
+    /// The document's title.
+    pub title: String,
+    /// Heading path of the passage's section ("Guide › Install"); may be empty.
+    pub heading: String,
+    /// The passage text.
+    pub passage: String,
+    /// Relevance; higher is better. Comparable within one query only.
+    pub score: f32,
+}
+
+/// Counts describing a built index.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Stats {
+    /// Documents indexed.
+    pub documents: usize,
+    /// Passages indexed.
+    pub passages: usize,
+    /// Distinct terms.
+    pub terms: usize,
+    /// Bytes of source text indexed.
+    pub text_bytes: usize,
+}
+
+/// An inverted index over passages and documents.
+pub struct Index {
+    analyzer: Analyzer,
+    opts: Options,
+    docs: Vec<Doc>,
+    chunks: Vec<Chunk>,
+    vocab: HashMap<String, u32>,
+    chunk_postings: Vec<Vec<Posting>>,
+    doc_postings: Vec<Vec<Posting>>,
+    chunk_avg: [f32; 3],
+    doc_avg: [f32; 3],
+    text_bytes: usize,
+}
+
+/// Per-field term counts for one unit (a passage or a document).
+#[derive(Default)]
+struct Counter {
+    counts: HashMap<u32, [u16; 3]>,
+    lens: [u32; 3],
+}
+
+impl Counter {
+    fn add(&mut self, analyzer: &Analyzer, vocab: &mut HashMap<String, u32>, field: usize, text: &str) {
+        analyzer.for_each_term(text, |term| {
+            let next = u32::try_from(vocab.len()).unwrap_or(u32::MAX);
+            let id = match vocab.get(term) {
+                Some(id) => *id,
+                None => {
+                    vocab.insert(term.to_owned(), next);
+                    next
+                }
+            };
+            let tf = self.counts.entry(id).or_default();
+            tf[field] = tf[field].saturating_add(1);
+            self.lens[field] += 1;
+        });
+    }
+
+    /// Moves the counts into `postings` under `id`; returns the field lengths.
+    fn drain_into(&mut self, postings: &mut Vec<Vec<Posting>>, id: u32) -> [u32; 3] {
+        for (term, tf) in self.counts.drain() {
+            let t = term as usize;
+            if postings.len() <= t {
+                postings.resize_with(t + 1, Vec::new);
+            }
+            postings[t].push(Posting { id, tf });
+        }
+        std::mem::take(&mut self.lens)
+    }
+}
+
+impl Index {
+    /// Builds an index from `(relative path, text)` pairs. Files whose
+    /// extension is not Markdown, text or HTML are ignored.
+    pub fn build<I, P, T>(files: I, opts: Options) -> Index
+    where
+        I: IntoIterator<Item = (P, T)>,
+        P: AsRef<str>,
+        T: AsRef<str>,
+    {
+        let analyzer = Analyzer::default();
+        let mut vocab = HashMap::new();
+        let mut docs = Vec::new();
+        let mut chunks = Vec::new();
+        let mut chunk_postings = Vec::new();
+        let mut doc_postings = Vec::new();
+        let mut text_bytes = 0;
+        let mut doc_counter = Counter::default();
+        let mut chunk_counter = Counter::default();
+        for (path, text) in files {
+            let (path, text) = (path.as_ref(), text.as_ref());
+            let Some(parsed) = extract::parse(path, text) else { continue };
+            if parsed.sections.is_empty() {
+                continue;
+            }
+            text_bytes += text.len();
+            let doc_id = u32::try_from(docs.len()).unwrap_or(u32::MAX);
+            doc_counter.add(&analyzer, &mut vocab, TITLE, &parsed.title);
+            for section in &parsed.sections {
+                let leaf = section.heading.rsplit(" › ").next().unwrap_or("");
+                if leaf != parsed.title {
+                    doc_counter.add(&analyzer, &mut vocab, HEADING, leaf);
+                }
+                doc_counter.add(&analyzer, &mut vocab, BODY, &section.text);
+                for (a, b) in chunk::split(&section.text, opts.chunk_words, opts.overlap_words) {
+                    let passage = &section.text[a..b];
+                    chunk_counter.add(&analyzer, &mut vocab, TITLE, &parsed.title);
+                    chunk_counter.add(&analyzer, &mut vocab, HEADING, &section.heading);
+                    chunk_counter.add(&analyzer, &mut vocab, BODY, passage);
+                    let chunk_id = u32::try_from(chunks.len()).unwrap_or(u32::MAX);
+                    let lens = chunk_counter.drain_into(&mut chunk_postings, chunk_id);
+                    chunks.push(Chunk { doc: doc_id, heading: section.heading.clone(), text: passage.to_owned(), lens });
+                }
+            }
+            let lens = doc_counter.drain_into(&mut doc_postings, doc_id);
+            docs.push(Doc { source: path.to_owned(), title: parsed.title, lens });
+        }
+        chunk_postings.resize_with(vocab.len(), Vec::new);
+        doc_postings.resize_with(vocab.len(), Vec::new);
+        for p in chunk_postings.iter_mut().chain(doc_postings.iter_mut()) {
+            p.shrink_to_fit();
+        }
+        let chunk_avg = averages(chunks.iter().map(|c| c.lens));
+        let doc_avg = averages(docs.iter().map(|d| d.lens));
+        Index { analyzer, opts, docs, chunks, vocab, chunk_postings, doc_postings, chunk_avg, doc_avg, text_bytes }
+    }
+
+    /// Counts describing the index.
+    pub fn stats(&self) -> Stats {
+        Stats { documents: self.docs.len(), passages: self.chunks.len(), terms: self.vocab.len(), text_bytes: self.text_bytes }
+    }
+
+    /// Approximate heap bytes held by the index (strings, postings, vocabulary).
+    pub fn memory_bytes(&self) -> usize {
+        let posting = std::mem::size_of::<Posting>();
+        let lists = |ps: &Vec<Vec<Posting>>| {
+            ps.capacity() * std::mem::size_of::<Vec<Posting>>() + ps.iter().map(|p| p.capacity() * posting).sum::<usize>()
+        };
+        let docs: usize = self.docs.capacity() * std::mem::size_of::<Doc>()
+            + self.docs.iter().map(|d| d.source.capacity() + d.title.capacity()).sum::<usize>();
+        let chunks: usize = self.chunks.capacity() * std::mem::size_of::<Chunk>()
+            + self.chunks.iter().map(|c| c.heading.capacity() + c.text.capacity()).sum::<usize>();
+        // hashbrown: one control byte plus the entry per bucket, buckets ≈ capacity * 8/7.
+        let vocab = self.vocab.capacity() * 8 / 7 * (std::mem::size_of::<(String, u32)>() + 1)
+            + self.vocab.keys().map(String::capacity).sum::<usize>();
+        lists(&self.chunk_postings) + lists(&self.doc_postings) + docs + chunks + vocab
+    }
+
+    /// Up to `k` passages for `query`, best first, distinct documents first.
+    pub fn search(&self, query: &str, k: usize) -> Vec<Hit> {
+        self.search_filtered(query, k, |_| true)
+    }
+
+    /// Like [`Index::search`], over documents whose source passes `keep`.
+    pub fn search_filtered(&self, query: &str, k: usize, keep: impl Fn(&str) -> bool) -> Vec<Hit> {
+        if k == 0 || self.chunks.is_empty() {
+            return Vec::new();
+        }
+        let mut terms: Vec<u32> = self.analyzer.terms(query).filter_map(|t| self.vocab.get(&t).copied()).collect();
+        terms.sort_unstable();
+        terms.dedup();
+        if terms.is_empty() {
+            return Vec::new();
+        }
+        let o = &self.opts;
+        let weights = [o.title_weight, o.heading_weight, 1.0];
+        let mut doc_scores = vec![0f32; self.docs.len()];
+        for &t in &terms {
+            let postings = &self.doc_postings[t as usize];
+            let idf = idf(self.docs.len(), postings.len());
+            for p in postings {
+                let d = &self.docs[p.id as usize];
+                doc_scores[p.id as usize] += idf * saturate(p.tf, d.lens, self.doc_avg, weights, o.b, o.k1);
+            }
+        }
+        let mut chunk_scores = vec![0f32; self.chunks.len()];
+        let mut touched = Vec::new();
+        for &t in &terms {
+            let postings = &self.chunk_postings[t as usize];
+            let idf = idf(self.chunks.len(), postings.len());
+            for p in postings {
+                let c = &self.chunks[p.id as usize];
+                let s = &mut chunk_scores[p.id as usize];
+                if *s == 0.0 {
+                    touched.push(p.id);
+                }
+                *s += idf * saturate(p.tf, c.lens, self.chunk_avg, weights, o.b, o.k1);
+            }
+        }
+        // Final passage scores; the best passage of each document.
+        let mut best: HashMap<u32, (f32, u32)> = HashMap::new();
+        let mut scored: Vec<(f32, u32)> = Vec::with_capacity(touched.len());
+        let mut allowed: HashMap<u32, bool> = HashMap::new();
+        for &c in &touched {
+            let doc = self.chunks[c as usize].doc;
+            let ok = *allowed.entry(doc).or_insert_with(|| keep(&self.docs[doc as usize].source));
+            if !ok {
+                continue;
+            }
+            let s = chunk_scores[c as usize] + o.document_weight * doc_scores[doc as usize];
+            scored.push((s, c));
+            let e = best.entry(doc).or_insert((s, c));
+            if better((s, c), *e) {
+                *e = (s, c);
+            }
+        }
+        // Each further passage of a document counts SAME_DOC_DECAY times less
+        // than the one before it, so distinct documents come first unless a
+        // second passage is much better than another document's best.
+        let mut firsts: Vec<(f32, u32)> = best.values().copied().collect();
+        top_k(&mut firsts, k);
+        let threshold = if firsts.len() < k { 0.0 } else { firsts.last().map_or(0.0, |f| f.0) };
+        let chosen: std::collections::HashSet<u32> = firsts.iter().map(|(_, c)| *c).collect();
+        let mut more: Vec<(f32, u32)> = scored
+            .into_iter()
+            .filter(|(s, c)| s * SAME_DOC_DECAY >= threshold && !chosen.contains(c) && best.contains_key(&self.chunks[*c as usize].doc))
+            .collect();
+        more.sort_unstable_by(order);
+        let mut seen: HashMap<u32, i32> = HashMap::new();
+        let mut picked = firsts;
+        for (s, c) in more {
+            let n = seen.entry(self.chunks[c as usize].doc).or_insert(0);
+            *n += 1;
+            picked.push((s * SAME_DOC_DECAY.powi(*n), c));
+        }
+        top_k(&mut picked, k);
+        picked.into_iter().map(|(score, c)| self.hit(c, score)).collect()
+    }
+
+    fn hit(&self, c: u32, score: f32) -> Hit {
+        let chunk = &self.chunks[c as usize];
+        let doc = &self.docs[chunk.doc as usize];
+        Hit { source: doc.source.clone(), title: doc.title.clone(), heading: chunk.heading.clone(), passage: chunk.text.clone(), score }
+    }
+}
+
+/// Higher score first; equal scores by lower id, so results are deterministic.
+fn better(a: (f32, u32), b: (f32, u32)) -> bool {
+    a.0 > b.0 || (a.0 == b.0 && a.1 < b.1)
+}
+
+fn order(a: &(f32, u32), b: &(f32, u32)) -> std::cmp::Ordering {
+    b.0.total_cmp(&a.0).then(a.1.cmp(&b.1))
+}
+
+/// Keeps the `k` best of `v`, sorted best first.
+fn top_k(v: &mut Vec<(f32, u32)>, k: usize) {
+    if v.len() > k && k > 0 {
+        v.select_nth_unstable_by(k - 1, order);
+        v.truncate(k);
+    }
+    v.sort_unstable_by(order);
+    v.truncate(k);
+}
+
+fn idf(n: usize, df: usize) -> f32 {
+    let (n, df) = (n as f32, df as f32);
+    (1.0 + (n - df + 0.5) / (df + 0.5)).ln()
+}
+
+/// BM25F: per-field length-normalised weighted frequencies, summed, saturated.
+fn saturate(tf: [u16; 3], lens: [u32; 3], avg: [f32; 3], w: [f32; 3], b: f32, k1: f32) -> f32 {
+    let mut x = 0.0;
+    for f in 0..3 {
+        if tf[f] > 0 {
+            let norm = if avg[f] > 0.0 { 1.0 - b + b * lens[f] as f32 / avg[f] } else { 1.0 };
+            x += w[f] * f32::from(tf[f]) / norm;
+        }
+    }
+    x * (k1 + 1.0) / (k1 + x)
+}
+
+fn averages(lens: impl Iterator<Item = [u32; 3]>) -> [f32; 3] {
+    let mut sum = [0f64; 3];
+    let mut n = 0f64;
+    for l in lens {
+        for f in 0..3 {
+            sum[f] += f64::from(l[f]);
+        }
+        n += 1.0;
+    }
+    if n == 0.0 { [0.0; 3] } else { sum.map(|s| (s / n) as f32) }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn corpus() -> Vec<(&'static str, &'static str)> {
+        vec![
+            (
+                "guide/failover.md",
+                "# Failover\n\nWhen a model fails, the gateway tries the next model in the chain.\n\n## Triggers\n\nTimeouts, server errors and rate limits trigger failover.",
+            ),
+            ("guide/limits.md", "# Rate limits\n\nEach key may send 60 requests per minute. A rate limit returns 429."),
+            ("notes.txt", "Misc notes\n==========\n\nThe chain of models is configured per request. Failover is mentioned here once."),
+            (
+                "web/shield.html",
+                "<html><head><title>Prompt Shield</title></head><body><h1>Prompt Shield</h1><p>Detects prompt injection in user input and retrieved passages.</p></body></html>",
+            ),
+            ("image.png", "\u{89}PNG"),
+        ]
+    }
+
+    #[test]
+    fn ranks_the_page_about_the_query_first() {
+        let idx = Index::build(corpus(), Options::default());
+        assert_eq!(idx.stats().documents, 4);
+        let hits = idx.search("what triggers a failover?", 3);
+        assert_eq!(hits[0].source, "guide/failover.md");
+        assert_eq!(hits[0].heading, "Failover › Triggers");
+        assert_eq!(hits.len(), 3);
+        assert!(hits.windows(2).all(|w| w[0].score >= w[1].score), "{hits:?}");
+        assert_eq!(idx.search("rate limiting", 1)[0].source, "guide/limits.md");
+        assert_eq!(idx.search("injection detection", 1)[0].source, "web/shield.html");
+    }
+
+    #[test]
+    fn fills_with_more_passages_of_the_same_document() {
+        let idx = Index::build(corpus(), Options::default());
+        let hits = idx.search("failover", 10);
+        assert_eq!(hits.len(), 3, "{hits:?}");
+        assert_eq!(hits.iter().filter(|h| h.source == "guide/failover.md").count(), 2);
+        assert_eq!(hits[0].source, "guide/failover.md");
+        assert!(hits.windows(2).all(|w| w[0].score >= w[1].score), "{hits:?}");
+    }
+
+    #[test]
+    fn distinct_documents_come_first_when_close() {
+        let para = |w: &str| format!("{w} alpha beta gamma delta epsilon.\n\n");
+        let a: String = (0..6).map(|_| para("kiwi")).collect();
+        let files = vec![("a.md".to_string(), format!("# A\n\n{a}")), ("b.md".to_string(), format!("# B\n\n{}", para("kiwi")))];
+        let idx = Index::build(files, Options { chunk_words: 8, overlap_words: 0, ..Options::default() });
+        let hits = idx.search("kiwi", 3);
+        let sources: Vec<_> = hits.iter().map(|h| h.source.as_str()).collect();
+        assert_eq!(sources[..2].iter().filter(|s| **s == "a.md").count(), 1, "{hits:?}");
+        assert!(sources[..2].contains(&"b.md"));
+    }
+
+    #[test]
+    fn empty_and_unknown_queries_find_nothing() {
+        let idx = Index::build(corpus(), Options::default());
+        assert!(idx.search("", 5).is_empty());
+        assert!(idx.search("the of and", 5).is_empty());
+        assert!(idx.search("zyzzyva", 5).is_empty());
+        assert!(idx.search("failover", 0).is_empty());
+        let empty = Index::build(Vec::<(String, String)>::new(), Options::default());
+        assert!(empty.search("failover", 5).is_empty());
+    }
+
+    #[test]
+    fn filter_limits_sources() {
+        let idx = Index::build(corpus(), Options::default());
+        let hits = idx.search_filtered("failover chain", 5, |s| s.starts_with("notes"));
+        assert_eq!(hits.iter().map(|h| h.source.as_str()).collect::<Vec<_>>(), ["notes.txt"]);
+    }
+
+    #[test]
+    fn memory_estimate_covers_the_text() {
+        let idx = Index::build(corpus(), Options::default());
+        assert!(idx.memory_bytes() > idx.stats().text_bytes / 2);
+    }
+}

@@ -1,0 +1,193 @@
+//! `retriever-local`: retrieval over a local folder of Markdown, text and
+//! HTML files, mounted read-only by the host.
+//!
+//! # Life cycle
+//! The host keeps one warm instance per knowledge base and replaces it when a
+//! file in the folder changes. The index is built lazily by the first
+//! `retrieve` of an instance (a call with `k = 0` is a warm-up: build, return
+//! nothing) and kept in a guest global keyed by `config-json`; the folder is
+//! never watched or re-read by the guest itself.
+//!
+//! # Pipeline
+//! [`walk`] reads the folder (bad files skipped) → [`extract`] turns each file
+//! into a title and heading sections ([`html`] for HTML) → [`chunk`] cuts
+//! sections into passages of bounded size with overlap → [`index`] builds an
+//! inverted index and ranks with two-level BM25F over stemmed terms
+//! ([`text`]). Options: see [`config`].
+//!
+//! # Filters
+//! `source_prefix = <path>`: only documents whose relative path starts with
+//! it. Any other filter field is an error, so a typo does not silently widen
+//! a search.
+//!
+//! Beside the component, the crate is a native library: [`Index::build`] and
+//! [`Index::search`] for tests and tools, [`synthetic::corpus`] for
+//! benchmarks, and [`eval`] for the retrieval-quality report.
+
+#![warn(missing_docs)]
+
+pub mod chunk;
+pub mod config;
+pub mod eval;
+pub mod extract;
+pub(crate) mod html;
+pub mod index;
+pub mod synthetic;
+pub mod text;
+pub mod walk;
+
+use std::path::Path;
+use std::sync::Mutex;
+
+use gatehouse_sdk::retriever::exports::gatehouse::plugin::retriever_api as api;
+use gatehouse_sdk::retriever::gatehouse::plugin::types::{PluginInfo, PluginKind};
+
+pub use config::Config;
+pub use index::{Hit, Index, Options};
+
+/// The index of this instance and the `config-json` it was built from.
+static LOADED: Mutex<Option<(String, Index)>> = Mutex::new(None);
+
+/// Builds the index of a parsed config: reads the folder, indexes it.
+pub fn build_from_config(cfg: &Config) -> Result<(Index, walk::Walk), String> {
+    let mut walked = walk::read_dir(Path::new(&cfg.root), cfg.limits)?;
+    let files = std::mem::take(&mut walked.files);
+    Ok((Index::build(files, cfg.index.clone()), walked))
+}
+
+/// Runs one retrieval against the instance's cached index, building it first
+/// if this is the first call or the config changed.
+pub fn retrieve(config_json: &str, query: &str, k: u32, filters: &[(String, String)]) -> Result<Vec<Hit>, String> {
+    let mut prefix: Option<&str> = None;
+    for (field, value) in filters {
+        match field.as_str() {
+            "source_prefix" => prefix = Some(value.as_str()),
+            other => return Err(format!("unknown filter {other:?}; retriever-local supports \"source_prefix\"")),
+        }
+    }
+    let mut loaded = LOADED.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let cfg = Config::parse(config_json)?;
+    if loaded.as_ref().is_none_or(|(key, _)| key != config_json) {
+        *loaded = None;
+        let started = std::time::Instant::now();
+        let (index, walked) = build_from_config(&cfg)?;
+        let s = index.stats();
+        log(&format!(
+            "indexed {} documents ({} passages, {} terms, {} KB) from {} in {} ms; {} files skipped",
+            s.documents,
+            s.passages,
+            s.terms,
+            s.text_bytes / 1024,
+            cfg.root,
+            started.elapsed().as_millis(),
+            walked.skipped
+        ));
+        *loaded = Some((config_json.to_owned(), index));
+    }
+    let Some((_, index)) = loaded.as_ref() else { return Ok(Vec::new()) };
+    let mut hits = index.search_filtered(query, k as usize, |source| prefix.is_none_or(|p| source.starts_with(p)));
+    for h in &mut hits {
+        h.passage = passage_text(h, cfg.max_passage_chars);
+    }
+    Ok(hits)
+}
+
+/// The passage as returned to the host: the heading path on the first line
+/// (context for the model), then the text, cut to `max_chars` characters.
+pub fn passage_text(hit: &Hit, max_chars: usize) -> String {
+    let mut s = if hit.heading.is_empty() { hit.passage.clone() } else { format!("{}\n\n{}", hit.heading, hit.passage) };
+    if let Some((cut, _)) = s.char_indices().nth(max_chars) {
+        s.truncate(cut);
+        s.push('…');
+    }
+    s
+}
+
+#[cfg(target_arch = "wasm32")]
+fn log(message: &str) {
+    use gatehouse_sdk::retriever::gatehouse::plugin::host_log;
+    use gatehouse_sdk::retriever::gatehouse::plugin::types::LogLevel;
+    host_log::log(LogLevel::Info, message);
+}
+
+#[cfg(not(target_arch = "wasm32"))]
+fn log(_message: &str) {}
+
+/// The component's export.
+pub struct RetrieverLocal;
+
+impl api::Guest for RetrieverLocal {
+    fn info() -> PluginInfo {
+        PluginInfo {
+            name: "retriever-local".into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            kind: PluginKind::Retriever,
+            description: "Local folder retriever: Markdown, text and HTML, BM25F over stemmed terms with heading sections".into(),
+        }
+    }
+
+    fn retrieve(request: api::RetrieveRequest) -> Result<Vec<api::Document>, String> {
+        let hits = retrieve(&request.config_json, &request.query, request.k, &request.filters)?;
+        Ok(hits.into_iter().map(|h| api::Document { source: h.source, passage: h.passage, score: h.score }).collect())
+    }
+}
+
+gatehouse_sdk::export_retriever!(RetrieverLocal);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn retrieve_builds_once_per_config_and_filters() {
+        let dir = std::env::temp_dir().join(format!("retriever-local-lib-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(dir.join("ops")).expect("mkdir");
+        std::fs::write(dir.join("ops/failover.md"), "# Failover\n\nThe chain tries the next model on timeouts.").expect("write");
+        std::fs::write(dir.join("limits.txt"), "Limits\n======\n\nSixty requests per minute per key; the chain is not counted.")
+            .expect("write");
+        std::fs::write(dir.join("junk.md"), b"\xff\xfe binary").expect("write");
+        let cfg = serde_json::json!({"root": dir.to_string_lossy()}).to_string();
+        assert!(retrieve(&cfg, "", 0, &[]).expect("warm-up").is_empty());
+        let hits = retrieve(&cfg, "what happens on a timeout in the chain", 5, &[]).expect("retrieve");
+        assert_eq!(hits[0].source, "ops/failover.md");
+        assert_eq!(hits[0].passage, "Failover\n\nThe chain tries the next model on timeouts.");
+        assert_eq!(hits.len(), 2);
+        // The cached index serves even after the folder changes (the host replaces the instance).
+        std::fs::remove_file(dir.join("limits.txt")).expect("rm");
+        assert_eq!(retrieve(&cfg, "sixty requests", 5, &[]).expect("cached")[0].source, "limits.txt");
+        let filtered = retrieve(&cfg, "chain", 5, &[("source_prefix".into(), "ops/".into())]).expect("filtered");
+        assert_eq!(filtered.iter().map(|h| h.source.as_str()).collect::<Vec<_>>(), ["ops/failover.md"]);
+        assert!(retrieve(&cfg, "chain", 5, &[("lang".into(), "en".into())]).expect_err("filter").contains("lang"));
+        // A different config rebuilds.
+        let cfg2 = serde_json::json!({"root": dir.to_string_lossy(), "chunk_words": 50}).to_string();
+        assert!(retrieve(&cfg2, "sixty requests", 5, &[]).expect("rebuilt").is_empty());
+        std::fs::remove_dir_all(&dir).expect("cleanup");
+        let missing = serde_json::json!({"root": dir.to_string_lossy(), "chunk_words": 51}).to_string();
+        assert!(retrieve(&missing, "x", 5, &[]).expect_err("missing folder").contains("cannot read"));
+    }
+
+    #[test]
+    fn the_shipped_example_knowledge_base_answers_questions_about_gatehouse() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/knowledge/gatehouse");
+        let cfg = Config::parse(&serde_json::json!({"root": root.to_string_lossy()}).to_string()).expect("config");
+        let (index, walked) = build_from_config(&cfg).expect("build");
+        assert!(index.stats().documents >= 12 && walked.skipped == 0, "{:?}", index.stats());
+        for (question, page) in [
+            ("what happens when a model times out?", "failover.md"),
+            ("how do I verify a webhook signature", "webhooks.md"),
+            ("can a request switch off prompt injection detection", "prompt-shield.html"),
+            ("how many requests per minute may a key send", "limits-and-billing.md"),
+            ("how do I make my own tenant policy", "tenant-policy.txt"),
+        ] {
+            let hits = index.search(question, 3);
+            assert_eq!(hits.first().map(|h| h.source.as_str()), Some(page), "{question}: {hits:#?}");
+        }
+    }
+
+    #[test]
+    fn passages_are_cut_on_a_char_boundary() {
+        let hit = Hit { source: "a".into(), title: "t".into(), heading: "H".into(), passage: "é".repeat(10), score: 1.0 };
+        assert_eq!(passage_text(&hit, 5), "H\n\néé…");
+    }
+}
