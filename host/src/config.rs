@@ -111,15 +111,24 @@ pub struct LogConfig {
 pub struct ServerConfig {
     /// Largest request body accepted (413 beyond it).
     pub max_body_bytes: usize,
-    /// Time a client has to send its request headers and body.
-    pub request_read_timeout_ms: u64,
+    /// Time a client has to send the request line and headers (HTTP/1) from
+    /// the moment the connection is idle; a slower client is disconnected.
+    pub header_read_timeout_ms: u64,
+    /// Time an authenticated client has to send the whole body once the
+    /// headers are in; a slower one gets 408.
+    pub body_read_timeout_ms: u64,
     /// On SIGTERM/SIGINT, how long in-flight requests may take to finish.
     pub shutdown_grace_ms: u64,
 }
 
 impl Default for ServerConfig {
     fn default() -> Self {
-        ServerConfig { max_body_bytes: 2 * 1024 * 1024, request_read_timeout_ms: 30_000, shutdown_grace_ms: 30_000 }
+        ServerConfig {
+            max_body_bytes: 2 * 1024 * 1024,
+            header_read_timeout_ms: 30_000,
+            body_read_timeout_ms: 30_000,
+            shutdown_grace_ms: 30_000,
+        }
     }
 }
 
@@ -353,6 +362,9 @@ impl Config {
             if l.per_minute == 0 || l.per_hour == 0 || l.per_day == 0 || l.per_month == 0 {
                 return Err(format!("{what}: limits must be at least 1"));
             }
+        }
+        if self.server.header_read_timeout_ms == 0 || self.server.body_read_timeout_ms == 0 {
+            return Err("server.header_read_timeout_ms, server.body_read_timeout_ms: must be at least 1".into());
         }
         if self.server.max_body_bytes < 300 * 1024 {
             return Err("server.max_body_bytes: must be at least 307200 so a 256 KB message fits".into());

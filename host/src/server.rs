@@ -59,11 +59,9 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> any
     }
     let router = crate::api::routes::router(app.clone());
 
-    let (stop_tx, mut stop_rx) = tokio::sync::watch::channel(false);
-    let server = axum::serve(listener, router).with_graceful_shutdown(async move {
-        let _ = stop_rx.wait_for(|s| *s).await;
-    });
-    let server = tokio::spawn(async move { server.await });
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let header_timeout = Duration::from_millis(app.config().server.header_read_timeout_ms);
+    let server = tokio::spawn(serve(listener, router, header_timeout, stop_rx));
     // Tests and scripts read this line to find the port.
     println!("gatehouse listening on http://{addr}");
     tracing::info!(%addr, startup_ms = started.elapsed().as_millis() as u64, "gatehouse is serving");
@@ -72,8 +70,7 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> any
     tracing::info!("shutting down: no new connections, finishing requests in flight");
     let _ = stop_tx.send(true);
     match tokio::time::timeout(grace, server).await {
-        Ok(Ok(Ok(()))) => {}
-        Ok(Ok(Err(e))) => tracing::error!(error = %e, "server error during shutdown"),
+        Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::error!(error = %e, "server task failed"),
         Err(_) => tracing::warn!(grace_ms = grace.as_millis() as u64, "requests still running after the grace period; stopping anyway"),
     }
@@ -81,6 +78,74 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> any
     store.flush().await?;
     tracing::info!("storage flushed; bye");
     Ok(())
+}
+
+/// Accept connections until `stop` turns true, then let the open ones finish.
+///
+/// hyper's own connection builder rather than `axum::serve`, because a client
+/// that trickles its request line and headers (slowloris) must be cut off:
+/// `header_read_timeout` closes such an HTTP/1 connection. The body has its
+/// own deadline (`api::body`); header floods are refused by hyper's limits
+/// (100 headers, 64 KiB of head) with 431 or a closed connection.
+async fn serve(listener: TcpListener, router: axum::Router, header_timeout: Duration, mut stop: tokio::sync::watch::Receiver<bool>) {
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    use hyper_util::server::conn::auto::Builder;
+
+    let mut builder = Builder::new(TokioExecutor::new());
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(header_timeout).max_buf_size(HEAD_BUFFER_BYTES);
+    builder.http2().timer(TokioTimer::new());
+    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+    let stop_conn = stop.clone();
+    let stopped = async move {
+        let _ = stop.wait_for(|s| *s).await;
+    };
+    tokio::pin!(stopped);
+    loop {
+        let stream = tokio::select! {
+            accepted = listener.accept() => match accepted {
+                Ok((stream, _)) => stream,
+                Err(e) => {
+                    accept_error(e).await;
+                    continue;
+                }
+            },
+            () = &mut stopped => break,
+        };
+        let _ = stream.set_nodelay(true);
+        let service = hyper_util::service::TowerToHyperService::new(router.clone());
+        let builder = builder.clone();
+        let watcher = graceful.watcher();
+        let mut stop = stop_conn.clone();
+        tokio::spawn(async move {
+            // hyper's header timer starts with the first byte; a connection
+            // that never sends one is closed after the same timeout (or at shutdown).
+            let mut first = [0u8; 1];
+            tokio::select! {
+                got = tokio::time::timeout(header_timeout, stream.peek(&mut first)) => if got.is_err() { return },
+                _ = stop.wait_for(|s| *s) => return,
+            }
+            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
+            if let Err(e) = watcher.watch(conn.into_owned()).await {
+                tracing::debug!(error = %e, "connection ended with an error");
+            }
+        });
+    }
+    drop(listener);
+    graceful.shutdown().await;
+}
+
+/// Largest request line plus headers hyper buffers for one HTTP/1 request.
+const HEAD_BUFFER_BYTES: usize = 64 * 1024;
+
+/// Connection-level errors concern one client only; anything else (out of
+/// file descriptors) is worth a pause before accepting again, as hyper 0.14 did.
+async fn accept_error(e: std::io::Error) {
+    use std::io::ErrorKind::{ConnectionAborted, ConnectionRefused, ConnectionReset};
+    if matches!(e.kind(), ConnectionAborted | ConnectionRefused | ConnectionReset) {
+        return;
+    }
+    tracing::error!(error = %e, "accept failed; pausing for a second");
+    tokio::time::sleep(Duration::from_secs(1)).await;
 }
 
 async fn shutdown_signal() {

@@ -3,6 +3,8 @@
 
 pub mod mock_upstream;
 pub mod plugins;
+pub mod procfs;
+pub mod raw_http;
 pub mod server;
 pub mod sse;
 

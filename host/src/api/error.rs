@@ -27,6 +27,7 @@ pub mod text {
     pub const RATE_LIMITED: &str = "Rate limit exceeded";
     pub const INVALID_REQUEST: &str = "Invalid request";
     pub const PAYLOAD_TOO_LARGE: &str = "Payload too large";
+    pub const REQUEST_TIMEOUT: &str = "Request timeout";
     pub const IDEMPOTENCY_REUSE: &str = "Idempotency key reuse";
     pub const IN_PROGRESS: &str = "Request in progress";
     pub const NOT_FOUND: &str = "Not found";
@@ -126,6 +127,7 @@ pub mod code {
     pub const NOT_FOUND: &str = "NOT_FOUND";
     pub const CONFLICT: &str = "CONFLICT";
     pub const PAYLOAD_TOO_LARGE: &str = "PAYLOAD_TOO_LARGE";
+    pub const REQUEST_TIMEOUT: &str = "REQUEST_TIMEOUT";
     pub const INTERNAL_ERROR: &str = "INTERNAL_ERROR";
 }
 
@@ -231,6 +233,21 @@ impl ErrorFormat {
             ErrorFormat::Flat => ChatError::invalid_key(message).into_response(),
             ErrorFormat::Nested => AdminError::unauthorized(message).into_response(),
             ErrorFormat::OpenAi => openai_error(StatusCode::UNAUTHORIZED, "invalid_request_error", "invalid_api_key", message),
+        }
+    }
+
+    /// A transport-level refusal (400 unreadable body, 408 slow body, 413 too
+    /// large) in this format, before any handler ran.
+    pub fn error(self, status: StatusCode, message: &str) -> Response {
+        let (flat, nested, openai) = match status {
+            StatusCode::PAYLOAD_TOO_LARGE => (text::PAYLOAD_TOO_LARGE, code::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            StatusCode::REQUEST_TIMEOUT => (text::REQUEST_TIMEOUT, code::REQUEST_TIMEOUT, "request_timeout"),
+            _ => (text::INVALID_REQUEST, code::VALIDATION_ERROR, "invalid_request"),
+        };
+        match self {
+            ErrorFormat::Flat => ChatError::new(status, flat, message).into_response(),
+            ErrorFormat::Nested => AdminError::new(status, nested, message).into_response(),
+            ErrorFormat::OpenAi => openai_error(status, "invalid_request_error", openai, message),
         }
     }
 

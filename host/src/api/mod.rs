@@ -1,6 +1,7 @@
 //! HTTP surface: the route table, error formats, extractors.
 
 pub mod admin;
+pub mod intake;
 pub mod discovery;
 pub mod error;
 pub mod health;

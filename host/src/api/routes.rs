@@ -58,6 +58,7 @@ pub fn router(app: AppState) -> Router {
         .merge(crate::webhooks::routes::router(app.webhooks.clone()))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
+        .layer(middleware::from_fn_with_state(app.clone(), super::intake::layer))
         .layer(middleware::from_fn_with_state(app.clone(), auth::layer))
         .layer(middleware::from_fn(crate::metrics::layer))
         .layer(DefaultBodyLimit::max(max_body))

@@ -1,0 +1,247 @@
+//! Bad input over HTTP, black box: oversized and unreadable bodies, slow
+//! clients (slowloris), header floods and path tricks each get a clear error
+//! in the route's format (or, below HTTP, a closed connection), and the
+//! server's resident memory stays bounded through a burst of them.
+
+use std::time::{Duration, Instant};
+
+use gatehouse_tests::Server;
+use gatehouse_tests::procfs;
+use gatehouse_tests::raw_http::{self, RawResponse, head, with_body};
+use serde_json::Value;
+use tokio::io::AsyncWriteExt;
+
+const WITHIN: Duration = Duration::from_secs(20);
+
+/// The three error formats: chat (flat), OpenAI-compatible, everything else (nested).
+const ROUTES: [&str; 3] = ["/chat/completions", "/api/external/v1/chat/completions", "/api/admin/users"];
+
+/// Assert the error is in the format of `path` and return its short text or code.
+fn error_of(path: &str, r: &RawResponse) -> String {
+    let v = r.json();
+    assert!(r.header("x-request-id").is_some_and(|id| id.starts_with("req-")), "{path}: no request id: {r:?}");
+    if path == "/chat/completions" {
+        assert_eq!(v["success"], false, "{path}: {v}");
+        assert!(v["message"].as_str().is_some_and(|m| !m.is_empty()), "{path}: {v}");
+        assert!(v["request_id"].as_str().is_some_and(|id| id.starts_with("req-")), "{path}: {v}");
+        v["error"].as_str().expect("flat error text").to_owned()
+    } else if path.starts_with("/api/external/v1/") {
+        assert!(v["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{path}: {v}");
+        v["error"]["code"].as_str().expect("openai error code").to_owned()
+    } else {
+        assert_eq!(v["success"], false, "{path}: {v}");
+        assert!(v["error"]["message"].as_str().is_some_and(|m| !m.is_empty()), "{path}: {v}");
+        v["error"]["code"].as_str().expect("nested error code").to_owned()
+    }
+}
+
+fn expected_413(path: &str) -> &'static str {
+    match path {
+        "/chat/completions" => "Payload too large",
+        "/api/external/v1/chat/completions" => "payload_too_large",
+        _ => "PAYLOAD_TOO_LARGE",
+    }
+}
+
+/// Every bad request of the burst, with the statuses it may get.
+fn bad_requests(key: &str) -> Vec<(String, Vec<u8>, &'static [u16])> {
+    let auth = format!("Authorization: Bearer {key}");
+    let mut out: Vec<(String, Vec<u8>, &'static [u16])> = Vec::new();
+    for path in ROUTES {
+        // A declared body over the 2 MiB cap: refused before it is sent.
+        out.push((
+            format!("declared 3 MiB on {path}"),
+            head("POST", path, &[auth.clone(), "Content-Type: application/json".into(), "Content-Length: 3145728".into()]),
+            &[413],
+        ));
+        for (what, body) in [
+            ("malformed JSON", b"{\"prompt\": \"hi\", ".to_vec()),
+            ("invalid UTF-8", b"{\"prompt\": \"\xff\xfe\xfd\", \"name\": \"\xc0\xaf\"}".to_vec()),
+            ("bare invalid bytes", vec![0xff, 0xfe, 0x00, 0x80]),
+            ("empty body", Vec::new()),
+            ("a JSON array", b"[1, 2, 3]".to_vec()),
+            ("nesting 100,000 deep", [vec![b'['; 100_000], vec![b']'; 100_000]].concat()),
+            ("a 1 MiB string of garbage", [b"{\"x\":\"".to_vec(), vec![b'\\'; 1 << 20]].concat()),
+        ] {
+            out.push((format!("{what} on {path}"), with_body("POST", path, key, &body), &[400, 422]));
+        }
+    }
+    // Header floods: below HTTP, answered 431 or closed.
+    let many: Vec<String> = (0..300).map(|i| format!("X-Flood-{i}: {i}")).collect();
+    out.push(("300 headers".into(), head("GET", "/api/admin/users", &many), &[431, 0]));
+    out.push(("one 200 KB header".into(), head("GET", "/api/admin/users", &[format!("X-Big: {}", "a".repeat(200_000))]), &[431, 0]));
+    // Path tricks: routes match literally, nothing is normalised into another route.
+    for (path, statuses) in [
+        ("/api/admin/../admin/users", &[404][..]),
+        ("/api/admin/%2e%2e/admin/users", &[404]),
+        ("/api/admin/%2E%2E%2Fadmin/users", &[404]),
+        ("//api/admin/users", &[404]),
+        ("/api/admin//users", &[404]),
+        ("/api/admin/users/..%2f..%2fetc%2fpasswd", &[404]),
+        ("/api/receipts/%ff%fe", &[400]),
+        ("/api/admin/users/%c0%af", &[400]),
+        ("/api/admin/keys/%e2%82", &[400]),
+    ] {
+        out.push((format!("GET {path}"), head("GET", path, std::slice::from_ref(&auth)), statuses));
+    }
+    let long = format!("/api/admin/users/{}", "a".repeat(30_000));
+    out.push(("a 30 KB path".into(), head("GET", &long, std::slice::from_ref(&auth)), &[404]));
+    let too_long = format!("/api/admin/users/{}", "a".repeat(100_000));
+    out.push(("a 100 KB path".into(), head("GET", &too_long, std::slice::from_ref(&auth)), &[414, 431, 400, 0]));
+    let mut raw = b"GET /api/admin/\xff\xfe HTTP/1.1\r\nHost: x\r\nConnection: close\r\n".to_vec();
+    raw.extend_from_slice(auth.as_bytes());
+    raw.extend_from_slice(b"\r\n\r\n");
+    out.push(("raw non-UTF-8 bytes in the path".into(), raw, &[400, 404, 0]));
+    // Without a key, a path that starts like the public one is not public.
+    for path in ["/health/../api/admin/users", "/health%2f..%2fapi/admin/users", "/health/"] {
+        out.push((format!("anonymous GET {path}"), head("GET", path, &[]), &[401]));
+    }
+    out
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bad_requests_get_clear_errors_and_memory_stays_bounded() {
+    let s = Server::start();
+    let pid = s.pid().expect("pid");
+    for (what, req, statuses) in bad_requests(&s.admin_key) {
+        let r = raw_http::send(&s.base_url, &req, WITHIN).await;
+        let status = r.status.unwrap_or(0);
+        assert!(statuses.contains(&status), "{what}: got {status}, expected one of {statuses:?}; {r:?}");
+        if (400..500).contains(&status) && status != 431 && status != 414 && r.header("x-request-id").is_some() {
+            let path = ROUTES.iter().filter(|p| what.ends_with(*p)).max_by_key(|p| p.len()).copied().unwrap_or("/api/admin/users");
+            let code = error_of(path, &r);
+            if status == 413 {
+                assert_eq!(code, expected_413(path), "{what}");
+            }
+        } else if status != 0 {
+            // Refusals hyper makes itself (bad request line, 414, 431) carry no body to check.
+            assert!(!(200..300).contains(&status), "{what}: served {r:?}");
+        }
+    }
+
+    // The declared oversized body was refused without being sent: the answer
+    // came back on a connection that never wrote a byte of body.
+    let r = raw_http::send(
+        &s.base_url,
+        &head("POST", "/api/admin/users", &[format!("Authorization: Bearer {}", s.admin_key), "Content-Length: 104857600".into()]),
+        WITHIN,
+    )
+    .await;
+    assert_eq!(r.status, Some(413), "{r:?}");
+
+    // A chunked body over the cap is cut off as it arrives.
+    let mut stream = tokio::net::TcpStream::connect(raw_http::addr_of(&s.base_url)).await.expect("connect");
+    let started = Instant::now();
+    let req = head(
+        "POST",
+        "/chat/completions",
+        &[format!("Authorization: Bearer {}", s.admin_key), "Content-Type: application/json".into(), "Transfer-Encoding: chunked".into()],
+    );
+    stream.write_all(&req).await.expect("head");
+    let chunk = [format!("{:x}\r\n", 64 * 1024).into_bytes(), vec![b' '; 64 * 1024], b"\r\n".to_vec()].concat();
+    for _ in 0..40 {
+        if stream.write_all(&chunk).await.is_err() {
+            break;
+        }
+    }
+    let r = raw_http::read_answer(&mut stream, started, WITHIN).await;
+    assert_eq!(r.status, Some(413), "chunked 2.5 MiB: {r:?}");
+    assert_eq!(error_of("/chat/completions", &r), "Payload too large");
+
+    // Memory: warm up, then a burst of 20 rounds of every bad request
+    // (820 requests, about 80 MB sent); resident memory may not grow by more
+    // than 64 MiB (keeping the bodies would cost 80 MB).
+    let burst = bad_requests(&s.admin_key);
+    let before = procfs::rss_kib(pid).expect("rss");
+    let mut sent = 0usize;
+    for _ in 0..20 {
+        let mut tasks = Vec::new();
+        for (_, req, _) in burst.clone() {
+            sent += req.len();
+            let base = s.base_url.clone();
+            tasks.push(tokio::spawn(async move { raw_http::send(&base, &req, WITHIN).await.status }));
+        }
+        for t in tasks {
+            t.await.expect("task");
+        }
+    }
+    let after = procfs::rss_kib(pid).expect("rss");
+    println!(
+        "bad-input burst: {} requests, {} MB sent; server RSS {} KiB before, {} KiB after ({:+} KiB)",
+        burst.len() * 20,
+        sent / 1_000_000,
+        before,
+        after,
+        after as i64 - before as i64
+    );
+    assert!(after < before + 64 * 1024, "RSS grew from {before} KiB to {after} KiB");
+    let health = s.client.get(s.url("/health")).send().await.expect("health");
+    assert_eq!(health.status(), 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn slow_clients_are_cut_off() {
+    let s = Server::builder().toml("[server]\nheader_read_timeout_ms = 1000\nbody_read_timeout_ms = 1000").start();
+    let addr = raw_http::addr_of(&s.base_url);
+
+    // Headers trickled one byte every 100 ms: the connection is closed
+    // after about a second, long before the head is complete.
+    let mut c = tokio::net::TcpStream::connect(&addr).await.expect("connect");
+    let started = Instant::now();
+    let head_bytes = head("GET", "/health", &[format!("X-Slow: {}", "s".repeat(200))]);
+    let mut closed_after = None;
+    for b in &head_bytes {
+        if c.write_all(std::slice::from_ref(b)).await.is_err() {
+            closed_after = Some(started.elapsed());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let r = raw_http::read_answer(&mut c, started, WITHIN).await;
+    let cut = closed_after.unwrap_or(r.elapsed);
+    assert!(r.status != Some(200), "a trickled head was served: {r:?}");
+    assert!(cut < Duration::from_secs(10), "the slow head was not cut off ({cut:?}; it takes {} s to send)", head_bytes.len() / 10);
+
+    // A body trickled one byte every 200 ms: 408 in the route's format.
+    for path in ROUTES {
+        let mut c = tokio::net::TcpStream::connect(&addr).await.expect("connect");
+        let started = Instant::now();
+        let req = head(
+            "POST",
+            path,
+            &[format!("Authorization: Bearer {}", s.admin_key), "Content-Type: application/json".into(), "Content-Length: 200".into()],
+        );
+        c.write_all(&req).await.expect("head");
+        let (mut rd, mut wr) = c.into_split();
+        // The answer arrives while the client is still trickling.
+        let trickle = tokio::spawn(async move {
+            for _ in 0..200 {
+                if wr.write_all(b" ").await.is_err() {
+                    break;
+                }
+                tokio::time::sleep(Duration::from_millis(200)).await;
+            }
+        });
+        let r = raw_http::read_answer(&mut rd, started, WITHIN).await;
+        trickle.abort();
+        assert_eq!(r.status, Some(408), "{path}: {r:?}");
+        let expected = match path {
+            "/chat/completions" => "Request timeout",
+            "/api/external/v1/chat/completions" => "request_timeout",
+            _ => "REQUEST_TIMEOUT",
+        };
+        assert_eq!(error_of(path, &r), expected);
+        assert!(r.elapsed < Duration::from_secs(8), "{path}: 408 took {:?}", r.elapsed);
+    }
+
+    // An idle connection that never sends anything is closed too.
+    let mut idle = tokio::net::TcpStream::connect(&addr).await.expect("connect");
+    let r = raw_http::read_answer(&mut idle, Instant::now(), WITHIN).await;
+    assert!(r.elapsed < Duration::from_secs(10), "idle connection kept open {:?}", r.elapsed);
+
+    // Well-behaved clients are unaffected.
+    let ok = s.admin(reqwest::Method::GET, "/api/admin/users").send().await.expect("send");
+    assert_eq!(ok.status(), 200);
+    let v: Value = ok.json().await.expect("json");
+    assert_eq!(v["success"], true);
+}
