@@ -162,6 +162,11 @@ pub async fn layer(req: Request, next: Next) -> Response {
 }
 
 /// `GET /metrics`.
+#[utoipa::path(
+    get, path = "/metrics", tag = "operations",
+    responses((status = 200, description = "Prometheus/OpenMetrics text", body = String,
+               content_type = "application/openmetrics-text"))
+)]
 pub async fn handler(Authed(_): Authed) -> Response {
     ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], get().encode()).into_response()
 }

@@ -12,6 +12,12 @@ use crate::chat::request::ZERO_KNOWLEDGE;
 use crate::chat::types::ModelId;
 use crate::wasm::Kind;
 
+/// `GET /api/models`.
+#[utoipa::path(
+    get, path = "/api/models", tag = "discovery",
+    responses((status = 200, description = "The configured models this key may use",
+               body = crate::api::schema::Success<Vec<crate::api::schema::ModelInfo>>))
+)]
 pub async fn models(State(app): State<AppState>, Authed(ctx): Authed) -> Json<Value> {
     let cfg = app.config();
     let snapshot = app.plugins.snapshot();
@@ -34,6 +40,12 @@ pub async fn models(State(app): State<AppState>, Authed(ctx): Authed) -> Json<Va
     Json(json!({"success": true, "data": out}))
 }
 
+/// `GET /api/indexes`.
+#[utoipa::path(
+    get, path = "/api/indexes", tag = "discovery",
+    responses((status = 200, description = "`Zero-Knowledge` and the knowledge bases this key may use",
+               body = crate::api::schema::Success<Vec<crate::api::schema::IndexInfo>>))
+)]
 pub async fn indexes(State(app): State<AppState>, Authed(ctx): Authed) -> Json<Value> {
     let cfg = app.config();
     let mut out = vec![json!({"name": ZERO_KNOWLEDGE, "description": "no retrieval: direct AI", "retriever": null})];
@@ -45,6 +57,12 @@ pub async fn indexes(State(app): State<AppState>, Authed(ctx): Authed) -> Json<V
     Json(json!({"success": true, "data": out}))
 }
 
+/// `GET /api/policies`.
+#[utoipa::path(
+    get, path = "/api/policies", tag = "discovery",
+    responses((status = 200, description = "The loaded policies this key may select",
+               body = crate::api::schema::Success<Vec<crate::api::schema::PolicyInfo>>))
+)]
 pub async fn policies(State(app): State<AppState>, Authed(ctx): Authed) -> Json<Value> {
     let cfg = app.config();
     let snapshot = app.plugins.snapshot();

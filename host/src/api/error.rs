@@ -10,7 +10,9 @@
 
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
+use serde::Serialize;
 use serde_json::{Map, Value, json};
+use utoipa::ToSchema;
 
 use crate::api::request_id;
 use crate::store::StoreError;
@@ -192,13 +194,70 @@ impl From<StoreError> for AdminError {
     }
 }
 
+/// The nested error body (spec 7.2), as sent by [`AdminError`].
+#[derive(Debug, Serialize, ToSchema)]
+pub struct NestedError {
+    /// Always `false`.
+    pub success: bool,
+    pub error: NestedErrorDetail,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct NestedErrorDetail {
+    /// `UNAUTHORIZED`, `INSUFFICIENT_PERMISSIONS`, `RATE_LIMIT_EXCEEDED`, `VALIDATION_ERROR`,
+    /// `NOT_FOUND`, `CONFLICT`, `PAYLOAD_TOO_LARGE`, `INTERNAL_ERROR`, or `INVALID_<PARAMETER>`.
+    #[schema(example = "VALIDATION_ERROR")]
+    pub code: String,
+    pub message: String,
+    /// Seconds to wait (429 only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub retry_after: Option<u64>,
+}
+
+/// The flat error body of `POST /chat/completions` (spec 7.1), as sent by [`ChatError`].
+#[derive(Debug, Serialize, ToSchema)]
+pub struct FlatError {
+    /// Always `false`.
+    pub success: bool,
+    /// A short stable text (README "Errors"), e.g. `Invalid API key`, `All model attempts failed`.
+    #[schema(example = "Invalid request")]
+    pub error: String,
+    /// What exactly was wrong and how to fix it.
+    pub message: String,
+    /// `req-…`
+    pub request_id: Option<String>,
+    /// Every attempt of an exhausted chain (429/502 `All model attempts failed`).
+    pub attempts: Option<Vec<crate::api::schema::ChainAttempt>>,
+    /// When the exhausted limit resets (429 `Rate limit exceeded`), ISO 8601.
+    pub reset_time: Option<String>,
+}
+
+/// OpenAI's error body, on `/api/external/v1/*`.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct OpenAiError {
+    pub error: OpenAiErrorDetail,
+}
+
+#[derive(Debug, Serialize, ToSchema)]
+pub struct OpenAiErrorDetail {
+    pub message: String,
+    /// `invalid_request_error`, `authentication_error`, `permission_error`, `rate_limit_error`, `api_error`, ...
+    #[serde(rename = "type")]
+    pub kind: String,
+    pub param: Option<String>,
+    pub code: Option<String>,
+    pub attempts: Option<Vec<crate::api::schema::ChainAttempt>>,
+    pub request_id: Option<String>,
+}
+
 impl IntoResponse for AdminError {
     fn into_response(self) -> Response {
-        let mut error = json!({"code": self.code, "message": self.message});
-        if let Some(secs) = self.retry_after {
-            error["retryAfter"] = json!(secs);
-        }
-        let mut resp = (self.status, axum::Json(json!({"success": false, "error": error}))).into_response();
+        let body = NestedError {
+            success: false,
+            error: NestedErrorDetail { code: self.code.to_owned(), message: self.message, retry_after: self.retry_after },
+        };
+        let mut resp = (self.status, axum::Json(body)).into_response();
         if let Some(secs) = self.retry_after {
             resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
         }

@@ -7,6 +7,14 @@ use serde_json::{Value, json};
 
 use crate::app::AppState;
 
+/// `GET /health`: public (`auth::PUBLIC_ROUTES`).
+#[utoipa::path(
+    get, path = "/health", tag = "operations",
+    responses(
+        (status = 200, description = "Serving", body = crate::api::schema::Health),
+        (status = 503, description = "Storage is failing (`status: degraded`)", body = crate::api::schema::Health),
+    )
+)]
 pub async fn health(State(app): State<AppState>) -> (StatusCode, Json<Value>) {
     let storage_ok = app.store.healthy();
     let status = if storage_ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };

@@ -111,6 +111,41 @@ fn audit_view(r: &AuditRecord) -> Value {
     v
 }
 
+/// The query parameters of `GET /audit-logs`, for the OpenAPI document (the
+/// handler reads them from a map so that each bad one gets its own code).
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code, non_snake_case)]
+pub struct AuditLogsQuery {
+    /// Default 1 (`INVALID_PAGE`).
+    #[param(minimum = 1, maximum = 1000000)]
+    page: Option<u64>,
+    /// Default 50 (`INVALID_LIMIT`).
+    #[param(minimum = 1, maximum = 100)]
+    limit: Option<u64>,
+    /// ISO 8601 date-time or date; default 7 days before `endDate` (`INVALID_START_DATE`).
+    startDate: Option<String>,
+    /// ISO 8601 date-time or date; default now (`INVALID_END_DATE`).
+    endDate: Option<String>,
+    /// An audit record type, e.g. `security_event` (`INVALID_TYPE`).
+    r#type: Option<String>,
+    /// `info`, `warning`, `error` or `critical` (`INVALID_SEVERITY`).
+    severity: Option<String>,
+    userId: Option<String>,
+    /// Case-insensitive, in the description and `metadata.operation`; at most 200 characters (`INVALID_SEARCH`).
+    search: Option<String>,
+}
+
+/// `GET /audit-logs` (spec 4.2).
+#[utoipa::path(
+    get, path = "/audit-logs", tag = "admin", params(AuditLogsQuery),
+    responses(
+        (status = 200, description = "`{logs, pagination: {page, limit, total, pages}, dateRange: {startDate, endDate}}`, newest first",
+         body = crate::api::schema::Success<crate::api::schema::Object>),
+        (status = 400, description = "A bad parameter; the code names it (`INVALID_PAGE`, ..., `INVALID_PARAMETER`)", body = super::error::NestedError),
+        (status = 429, description = "The key's admin-read limit (`RATE_LIMIT_EXCEEDED`, `retryAfter`)", body = super::error::NestedError),
+    )
+)]
 pub async fn audit_logs(State(app): State<AppState>, Admin(_): Admin, Query(p): Query<Params>) -> Result<Json<Value>, AdminError> {
     check_known(&p, AUDIT_PARAMS)?;
     let page = int_param(&p, "page", "INVALID_PAGE", 1, 1, 1_000_000)?;
@@ -179,6 +214,11 @@ pub async fn audit_logs(State(app): State<AppState>, Admin(_): Admin, Query(p): 
 }
 
 /// `GET /api/admin/audit/verify`: walk the hash chain, report the first break.
+/// `GET /api/admin/audit/verify`.
+#[utoipa::path(
+    get, path = "/api/admin/audit/verify", tag = "admin",
+    responses((status = 200, description = "The walk of the audit hash chain; names the first broken record", body = crate::api::schema::Success<crate::api::schema::Object>))
+)]
 pub async fn verify_audit(State(app): State<AppState>, Admin(_): Admin) -> Result<Json<Value>, AdminError> {
     let report = app.store.verify_audit_chain()?;
     Ok(Json(json!({"success": true, "data": report})))
@@ -188,6 +228,46 @@ const GROUP_PARAMS: &[&str] = &["page", "limit", "search", "status", "sortBy", "
 /// Fields `sortBy` accepts.
 pub const GROUP_SORT_FIELDS: &[&str] = &["createdAt", "name", "userCount", "status", "description", "id"];
 
+/// The query parameters of `GET /groups`, for the OpenAPI document.
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code, non_snake_case)]
+pub struct GroupsQuery {
+    /// Default 1 (`INVALID_PAGE`).
+    #[param(minimum = 1, maximum = 1000000)]
+    page: Option<u64>,
+    /// Default 20 (`INVALID_LIMIT`).
+    #[param(minimum = 1, maximum = 100)]
+    limit: Option<u64>,
+    /// In the name or description (`INVALID_SEARCH`).
+    search: Option<String>,
+    /// `Active` or `Inactive` (`INVALID_STATUS`).
+    status: Option<String>,
+    /// `createdAt` (default), `name`, `userCount`, `status`, `description`, `id` (`INVALID_SORT_BY`).
+    sortBy: Option<String>,
+    /// `desc` (default) or `asc` (`INVALID_SORT_ORDER`).
+    sortOrder: Option<String>,
+}
+
+/// `{success, groups, pagination}` (spec 4.3): flat, without `data`.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub struct GroupList {
+    pub success: bool,
+    /// Each group with `id, name, description, status, userCount, members, createdAt, ...`.
+    pub groups: Vec<Value>,
+    /// `{page, limit, total, pages}`
+    pub pagination: Value,
+}
+
+/// `GET /groups` (spec 4.3).
+#[utoipa::path(
+    get, path = "/groups", tag = "admin", params(GroupsQuery),
+    responses(
+        (status = 200, description = "Groups with their members", body = GroupList),
+        (status = 400, description = "A bad parameter; the code names it", body = super::error::NestedError),
+        (status = 429, description = "The key's admin-read limit (`RATE_LIMIT_EXCEEDED`, `retryAfter`)", body = super::error::NestedError),
+    )
+)]
 pub async fn groups(State(app): State<AppState>, Admin(_): Admin, Query(p): Query<Params>) -> Result<Json<Value>, AdminError> {
     check_known(&p, GROUP_PARAMS)?;
     let page = int_param(&p, "page", "INVALID_PAGE", 1, 1, 1_000_000)?;

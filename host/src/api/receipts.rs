@@ -11,6 +11,12 @@ use super::error::AdminError;
 use crate::app::AppState;
 use crate::auth::Authed;
 
+/// `GET /api/receipts/public-key`.
+#[utoipa::path(
+    get, path = "/api/receipts/public-key", tag = "receipts",
+    responses((status = 200, description = "`{algorithm, keyId, publicKey, encoding, signedContent}`",
+               body = crate::api::schema::Success<crate::api::schema::Object>))
+)]
 pub async fn public_key(State(app): State<AppState>, Authed(_): Authed) -> Json<Value> {
     Json(json!({
         "success": true,
@@ -24,6 +30,15 @@ pub async fn public_key(State(app): State<AppState>, Authed(_): Authed) -> Json<
     }))
 }
 
+/// `GET /api/receipts/{bundle_id}`.
+#[utoipa::path(
+    get, path = "/api/receipts/{bundle_id}", tag = "receipts",
+    params(("bundle_id" = String, Path, description = "From `metadata.smltp.bundle_id`")),
+    responses(
+        (status = 200, description = "`{receipt, signature}`", body = crate::api::schema::Success<crate::api::schema::Object>),
+        (status = 404, description = "No such receipt, or made by another key", body = crate::api::error::NestedError),
+    )
+)]
 pub async fn get(State(app): State<AppState>, Authed(ctx): Authed, Path(bundle_id): Path<String>) -> Result<Json<Value>, AdminError> {
     let not_found = || AdminError::not_found(format!("no receipt {bundle_id}"));
     let signed = app.store.receipt(&bundle_id)?.ok_or_else(not_found)?;

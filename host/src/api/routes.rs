@@ -1,64 +1,75 @@
 //! The route table: every route of the API on one screen.
 
-use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::http::{Method, Uri};
-use axum::middleware;
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::{Extension, Router, middleware};
+use utoipa::OpenApi as _;
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
 
-use super::admin::{groups, keys, usage, users};
+use super::admin::{groups, keys, plugins, usage, users};
 use super::error::{AdminError, ChatError, ErrorFormat, code, openai_error, text};
-use super::{health, request_id};
+use super::{discovery, health, lists, openapi, receipts, request_id};
 use crate::app::AppState;
 use crate::auth;
+use crate::chat::{guard, handler, openai};
 
-/// Build the router. Layers run outermost first: request id, body limit, authentication.
-pub fn router(app: AppState) -> Router {
-    let max_body = app.config().server.max_body_bytes;
-    Router::new()
+/// Every route with its handler. Paths and methods come from each handler's
+/// `#[utoipa::path]`, so this table is also the OpenAPI document.
+fn routes(app: &AppState) -> OpenApiRouter<AppState> {
+    OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         // Public
-        .route("/health", get(health::health))
+        .routes(routes!(health::health))
         // Operations
-        .route("/metrics", get(crate::metrics::handler))
-        .route("/api/policy/check", post(crate::chat::guard::policy_check))
+        .routes(routes!(crate::metrics::handler))
+        .routes(routes!(openapi::document))
+        .routes(routes!(guard::policy_check))
         // Discovery
-        .route("/api/models", get(super::discovery::models))
-        .route("/api/indexes", get(super::discovery::indexes))
-        .route("/api/policies", get(super::discovery::policies))
+        .routes(routes!(discovery::models))
+        .routes(routes!(discovery::indexes))
+        .routes(routes!(discovery::policies))
         // Receipts
-        .route("/api/receipts/public-key", get(super::receipts::public_key))
-        .route("/api/receipts/{bundle_id}", get(super::receipts::get))
+        .routes(routes!(receipts::public_key))
+        .routes(routes!(receipts::get))
         // Admin reads (their own rate-limit set)
         .merge(
-            Router::new()
-                .route("/audit-logs", get(super::lists::audit_logs))
-                .route("/groups", get(super::lists::groups))
-                .route_layer(middleware::from_fn_with_state(app.clone(), super::lists::admin_read_limit)),
+            OpenApiRouter::new()
+                .routes(routes!(lists::audit_logs))
+                .routes(routes!(lists::groups))
+                .route_layer(middleware::from_fn_with_state(app.clone(), lists::admin_read_limit)),
         )
         // Chat
-        .route("/chat/completions", post(crate::chat::handler::completions))
-        .route("/api/external/v1/chat/completions", post(crate::chat::openai::completions))
-        .route("/api/external/v1/models", get(crate::chat::openai::models))
-        // Admin: users, groups, keys, usage, events
-        .route("/api/admin/users", post(users::create).get(users::list))
-        .route("/api/admin/users/{id}", get(users::get))
-        .route("/api/admin/groups", post(groups::create))
-        .route("/api/admin/groups/{id}", axum::routing::put(groups::update))
-        .route("/api/admin/groups/{id}/members", post(groups::add_member))
-        .route("/api/admin/groups/{id}/members/{user_id}", axum::routing::delete(groups::remove_member))
-        .route("/api/admin/keys", post(keys::create).get(keys::list))
-        .route("/api/admin/keys/{id}", get(keys::get).put(keys::update))
-        .route("/api/admin/keys/{id}/revoke", post(keys::revoke))
-        .route("/api/admin/usage", get(usage::usage))
-        .route("/api/admin/plugins", get(super::admin::plugins::list))
-        .route("/api/admin/events", get(usage::events))
-        .route("/api/admin/audit/verify", get(super::lists::verify_audit))
+        .routes(routes!(handler::completions))
+        .routes(routes!(openai::completions))
+        .routes(routes!(openai::models))
+        // Admin: users, groups, keys, usage, plugins, events, audit
+        .routes(routes!(users::create, users::list))
+        .routes(routes!(users::get))
+        .routes(routes!(groups::create))
+        .routes(routes!(groups::update))
+        .routes(routes!(groups::add_member))
+        .routes(routes!(groups::remove_member))
+        .routes(routes!(keys::create, keys::list))
+        .routes(routes!(keys::get, keys::update))
+        .routes(routes!(keys::revoke))
+        .routes(routes!(usage::usage))
+        .routes(routes!(plugins::list))
+        .routes(routes!(usage::events))
+        .routes(routes!(lists::verify_audit))
         // Webhooks (admin)
         .merge(crate::webhooks::routes::router(app.webhooks.clone()))
+}
+
+/// Build the router. Layers run outermost first: request id, body limit, metrics, authentication.
+pub fn router(app: AppState) -> Router {
+    let max_body = app.config().server.max_body_bytes;
+    let (router, mut doc) = routes(&app).split_for_parts();
+    openapi::complete(&mut doc);
+    router
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(middleware::from_fn_with_state(app.clone(), super::intake::layer))
+        .layer(Extension(openapi::Document::new(&doc)))
         .layer(middleware::from_fn_with_state(app.clone(), auth::layer))
         .layer(middleware::from_fn(crate::metrics::layer))
         .layer(DefaultBodyLimit::max(max_body))

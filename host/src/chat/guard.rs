@@ -155,6 +155,16 @@ fn run(app: &AppState, ctx: &AuthContext, p: &mut Prepared, guarded: &mut Guarde
 
 /// `POST /api/policy/check`: the whole input pipeline (policy, Prompt Shield,
 /// PII, DLP) on a chat request body, without calling a model. Records nothing.
+#[utoipa::path(
+    post, path = "/api/policy/check", tag = "operations", request_body = crate::api::schema::ChatRequest,
+    responses(
+        (status = 200, description = "The verdicts; `allowed: false` with `reason` when the request would be refused",
+         body = crate::api::schema::PolicyCheck),
+        (status = 400, description = "The body is not a valid chat request (`VALIDATION_ERROR`)", body = crate::api::error::NestedError),
+        (status = 403, description = "A model, index or policy this key may not use (`INSUFFICIENT_PERMISSIONS`)",
+         body = crate::api::error::NestedError),
+    )
+)]
 pub async fn policy_check(
     axum::extract::State(app): axum::extract::State<AppState>,
     crate::auth::Authed(ctx): crate::auth::Authed,

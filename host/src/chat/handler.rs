@@ -96,6 +96,23 @@ impl Reply {
 }
 
 /// `POST /chat/completions`.
+#[utoipa::path(
+    post, path = "/chat/completions", tag = "chat", request_body = crate::api::schema::ChatRequest,
+    params(("Idempotency-Key" = Option<String>, Header, description = "1–255 visible ASCII: a retry returns the first answer")),
+    responses(
+        (status = 200, description = "The envelope, or with `stream: true` SSE frames `data: {type, data}` \
+                                      (`metadata`, `chunk`…, `usage` or `error`) then `data: [DONE]`",
+         content((crate::api::schema::ChatCompletion = "application/json"), (String = "text/event-stream"))),
+        (status = 400, description = "Invalid request, messages, model, index or policy", body = crate::api::error::FlatError),
+        (status = 403, description = "`Access denied`: key permissions, policy, Prompt Shield or DLP", body = crate::api::error::FlatError),
+        (status = 409, description = "`Request in progress`: the same `Idempotency-Key` is still running", body = crate::api::error::FlatError),
+        (status = 422, description = "`Idempotency key reuse` with a different body", body = crate::api::error::FlatError),
+        (status = 429, description = "`Rate limit exceeded` (`Retry-After`), or `All model attempts failed` when every attempt was rate-limited",
+         body = crate::api::error::FlatError),
+        (status = 502, description = "`All model attempts failed`: the failover chain is exhausted; `attempts` lists each",
+         body = crate::api::error::FlatError),
+    )
+)]
 pub async fn completions(
     State(app): State<AppState>,
     Authed(ctx): Authed,

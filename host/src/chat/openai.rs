@@ -98,6 +98,20 @@ pub fn parse(body: &[u8], defaults: TimeoutDefaults) -> Result<(ChatParams, Form
 }
 
 /// `POST /api/external/v1/chat/completions`.
+#[utoipa::path(
+    post, path = "/api/external/v1/chat/completions", tag = "openai", request_body = crate::api::schema::OpenAiChatRequest,
+    params(("Idempotency-Key" = Option<String>, Header, description = "1–255 visible ASCII: a retry returns the first answer")),
+    responses(
+        (status = 200, description = "OpenAI's `chat.completion`, or with `stream: true` `chat.completion.chunk` SSE lines then `data: [DONE]`",
+         content((crate::api::schema::OpenAiChatCompletion = "application/json"), (String = "text/event-stream"))),
+        (status = 400, description = "Invalid request", body = crate::api::error::OpenAiError),
+        (status = 403, description = "Access denied", body = crate::api::error::OpenAiError),
+        (status = 409, description = "The same `Idempotency-Key` is still running", body = crate::api::error::OpenAiError),
+        (status = 422, description = "`Idempotency-Key` reused with a different body", body = crate::api::error::OpenAiError),
+        (status = 429, description = "Rate limit, or every attempt was rate-limited", body = crate::api::error::OpenAiError),
+        (status = 502, description = "The failover chain is exhausted", body = crate::api::error::OpenAiError),
+    )
+)]
 pub async fn completions(
     State(app): State<AppState>,
     Authed(ctx): Authed,
@@ -112,6 +126,10 @@ pub async fn completions(
 }
 
 /// `GET /api/external/v1/models`: the configured models this key may use, in OpenAI's list shape.
+#[utoipa::path(
+    get, path = "/api/external/v1/models", tag = "openai",
+    responses((status = 200, description = "OpenAI's model list", body = crate::api::schema::OpenAiModelList))
+)]
 pub async fn models(State(app): State<AppState>, Authed(ctx): Authed) -> Json<Value> {
     let cfg = app.config();
     let mut data: Vec<Value> = Vec::new();

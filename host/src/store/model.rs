@@ -17,7 +17,7 @@ pub struct User {
 }
 
 /// `Active` or `Inactive`, spelled as the spec spells them.
-#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default, utoipa::ToSchema)]
 pub enum GroupStatus {
     #[default]
     Active,

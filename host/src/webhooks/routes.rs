@@ -103,11 +103,12 @@
 
 use std::sync::Arc;
 
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
 use axum::Json;
-use axum::Router;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
-use axum::routing::{get, post};
 use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
@@ -115,8 +116,9 @@ use serde_json::{Value, json};
 use super::store::{Delivery, DeliveryStatus, Endpoint, EndpointPatch, TEST_EVENT};
 use super::{EVENT_CATALOG, WebhookSecret, Webhooks, guard, is_known_event};
 use crate::api::admin::{new_id, ok, text_field};
-use crate::api::error::AdminError;
+use crate::api::error::{AdminError, NestedError};
 use crate::api::json::AdminJson;
+use crate::api::schema::Success;
 use crate::api::time::iso;
 use crate::audit::{Audit, category, kind};
 use crate::auth::{Admin, AuthContext};
@@ -133,18 +135,20 @@ const MAX_DELIVERIES_PAGE: usize = 200;
 type Wh = State<Arc<Webhooks>>;
 
 /// The webhook routes, to merge into the host's route table (which applies
-/// authentication and the other layers).
-pub fn router<S: Clone + Send + Sync + 'static>(webhooks: Arc<Webhooks>) -> Router<S> {
-    Router::new()
-        .route("/api/admin/webhooks", get(list).post(create))
-        .route("/api/admin/webhooks/{id}", get(get_one).put(update).delete(delete))
-        .route("/api/admin/webhooks/{id}/rotate-secret", post(rotate_secret))
-        .route("/api/admin/webhooks/{id}/test", post(test))
-        .route("/api/admin/webhooks/{id}/deliveries", get(deliveries))
+/// authentication and the other layers). Paths and methods come from the
+/// handlers' `#[utoipa::path]`, as in `api/routes.rs`.
+pub fn router<S: Clone + Send + Sync + 'static>(webhooks: Arc<Webhooks>) -> OpenApiRouter<S> {
+    OpenApiRouter::new()
+        .routes(routes!(list, create))
+        .routes(routes!(get_one, update, delete))
+        .routes(routes!(rotate_secret))
+        .routes(routes!(test))
+        .routes(routes!(deliveries))
         .with_state(webhooks)
 }
 
-#[derive(Debug, Serialize)]
+/// A webhook endpoint; never its signing secret.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 struct EndpointView<'a> {
     id: &'a str,
@@ -152,7 +156,9 @@ struct EndpointView<'a> {
     description: &'a str,
     events: &'a [String],
     enabled: bool,
+    /// `enabled` or `disabled`.
     status: &'static str,
+    /// Failed deliveries in a row.
     failure_count: u32,
     disabled_reason: Option<&'a str>,
     disabled_at: Option<String>,
@@ -199,18 +205,21 @@ fn delivery_view(d: &Delivery) -> Value {
     })
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct CreateBody {
+    /// `http` or `https`, at most 2048 characters; not a private address unless `WEBHOOKS_ALLOW_PRIVATE=true`.
     url: String,
+    /// Catalog names or `*`.
     events: Vec<String>,
+    /// At most 500 characters.
     #[serde(default)]
     description: Option<String>,
     #[serde(default)]
     enabled: Option<bool>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 struct UpdateBody {
     #[serde(default)]
@@ -223,10 +232,13 @@ struct UpdateBody {
     enabled: Option<bool>,
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 struct DeliveriesQuery {
+    /// 1 to 200; default 50.
     #[serde(default)]
+    #[param(minimum = 1, maximum = 200)]
     limit: Option<usize>,
 }
 
@@ -274,10 +286,24 @@ fn actor(wh: &Webhooks, ctx: &AuthContext, audit: Audit, endpoint: &str) -> Audi
     audit.user(Some(user)).meta("apiKeyId", ctx.key.id.clone()).meta("endpoint", endpoint).build()
 }
 
+/// `{endpoint, secret, note}`: the only time a secret is shown.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+struct EndpointWithSecret<'a> {
+    endpoint: EndpointView<'a>,
+    /// `whsec_…`
+    secret: &'a str,
+    note: &'static str,
+}
+
 fn not_found(id: &str) -> AdminError {
     AdminError::not_found(format!("webhook endpoint {id} not found"))
 }
 
+/// `GET /api/admin/webhooks`.
+#[utoipa::path(
+    get, path = "/api/admin/webhooks", tag = "webhooks",
+    responses((status = 200, description = "`{endpoints: [endpoint], events: [{name, description}]}` (the event catalog)", body = Success<crate::api::schema::Object>))
+)]
 async fn list(State(wh): Wh, Admin(_): Admin) -> Result<Json<Value>, AdminError> {
     let endpoints = wh.store.list_endpoints()?;
     let events: Vec<Value> = EVENT_CATALOG.iter().map(|(name, description)| json!({"name": name, "description": description})).collect();
@@ -287,6 +313,14 @@ async fn list(State(wh): Wh, Admin(_): Admin) -> Result<Json<Value>, AdminError>
     })))
 }
 
+/// `POST /api/admin/webhooks`.
+#[utoipa::path(
+    post, path = "/api/admin/webhooks", tag = "webhooks", request_body = CreateBody,
+    responses(
+        (status = 201, description = "Created; the signing secret is shown only here", body = Success<EndpointWithSecret>),
+        (status = 400, description = "Bad body, URL refused or unknown event (`VALIDATION_ERROR`)", body = NestedError),
+    )
+)]
 async fn create(State(wh): Wh, Admin(ctx): Admin, AdminJson(body): AdminJson<CreateBody>) -> Result<(StatusCode, Json<Value>), AdminError> {
     let events = check_events(body.events)?;
     let description = text_field("description", body.description.as_deref().unwrap_or_default(), MAX_DESCRIPTION, false)?;
@@ -320,19 +354,33 @@ async fn create(State(wh): Wh, Admin(ctx): Admin, AdminJson(body): AdminJson<Cre
     wh.dispatcher.kick(&endpoint.id);
     Ok((
         StatusCode::CREATED,
-        ok(json!({
-            "endpoint": EndpointView::from(&endpoint),
-            "secret": secret.expose(),
-            "note": "store this signing secret now: it is not shown again",
-        })),
+        ok(EndpointWithSecret {
+            endpoint: EndpointView::from(&endpoint),
+            secret: secret.expose(),
+            note: "store this signing secret now: it is not shown again",
+        }),
     ))
 }
 
+/// `GET /api/admin/webhooks/{id}`.
+#[utoipa::path(
+    get, path = "/api/admin/webhooks/{id}", tag = "webhooks", params(("id" = String, Path, description = "`wh_…`")),
+    responses((status = 200, description = "The endpoint", body = Success<EndpointView>), (status = 404, description = "No such endpoint", body = NestedError))
+)]
 async fn get_one(State(wh): Wh, Admin(_): Admin, Path(id): Path<String>) -> Result<Json<Value>, AdminError> {
     let e = wh.store.get_endpoint(&id)?.ok_or_else(|| not_found(&id))?;
     Ok(ok(EndpointView::from(&e)))
 }
 
+/// `PUT /api/admin/webhooks/{id}`.
+#[utoipa::path(
+    put, path = "/api/admin/webhooks/{id}", tag = "webhooks", params(("id" = String, Path, description = "`wh_…`")), request_body = UpdateBody,
+    responses(
+        (status = 200, description = "The changed endpoint; `enabled: true` on a disabled one resets `failureCount`", body = Success<EndpointView>),
+        (status = 400, description = "Bad body (`VALIDATION_ERROR`)", body = NestedError),
+        (status = 404, description = "No such endpoint", body = NestedError),
+    )
+)]
 async fn update(
     State(wh): Wh,
     Admin(ctx): Admin,
@@ -382,6 +430,14 @@ async fn update(
     Ok(ok(EndpointView::from(&e)))
 }
 
+/// `POST /api/admin/webhooks/{id}/rotate-secret`.
+#[utoipa::path(
+    post, path = "/api/admin/webhooks/{id}/rotate-secret", tag = "webhooks", params(("id" = String, Path, description = "`wh_…`")),
+    responses(
+        (status = 200, description = "The new secret; later deliveries are signed with it only", body = Success<EndpointWithSecret>),
+        (status = 404, description = "No such endpoint", body = NestedError),
+    )
+)]
 async fn rotate_secret(State(wh): Wh, Admin(ctx): Admin, Path(id): Path<String>) -> Result<Json<Value>, AdminError> {
     let secret = WebhookSecret::generate();
     let audit = actor(
@@ -393,13 +449,22 @@ async fn rotate_secret(State(wh): Wh, Admin(ctx): Admin, Path(id): Path<String>)
         "POST /api/admin/webhooks/{id}/rotate-secret",
     );
     let e = wh.store.rotate_secret(&id, secret.clone(), audit).await?;
-    Ok(ok(json!({
-        "endpoint": EndpointView::from(&e),
-        "secret": secret.expose(),
-        "note": "store this signing secret now: it is not shown again; the old one no longer signs anything",
-    })))
+    Ok(ok(EndpointWithSecret {
+        endpoint: EndpointView::from(&e),
+        secret: secret.expose(),
+        note: "store this signing secret now: it is not shown again; the old one no longer signs anything",
+    }))
 }
 
+/// `POST /api/admin/webhooks/{id}/test`.
+#[utoipa::path(
+    post, path = "/api/admin/webhooks/{id}/test", tag = "webhooks", params(("id" = String, Path, description = "`wh_…`")),
+    responses(
+        (status = 202, description = "`{eventId, deliveryId, status: \"queued\"}`", body = Success<crate::api::schema::Object>),
+        (status = 404, description = "No such endpoint", body = NestedError),
+        (status = 409, description = "The endpoint is disabled (`CONFLICT`)", body = NestedError),
+    )
+)]
 async fn test(State(wh): Wh, Admin(ctx): Admin, Path(id): Path<String>) -> Result<(StatusCode, Json<Value>), AdminError> {
     let now = Utc::now();
     let event = OutboxEvent {
@@ -429,6 +494,11 @@ async fn test(State(wh): Wh, Admin(ctx): Admin, Path(id): Path<String>) -> Resul
     Ok((StatusCode::ACCEPTED, ok(json!({"eventId": event.id, "deliveryId": delivery_id, "status": "queued"}))))
 }
 
+/// `DELETE /api/admin/webhooks/{id}`.
+#[utoipa::path(
+    delete, path = "/api/admin/webhooks/{id}", tag = "webhooks", params(("id" = String, Path, description = "`wh_…`")),
+    responses((status = 200, description = "`{id, deleted: true}`", body = Success<crate::api::schema::Object>), (status = 404, description = "No such endpoint", body = NestedError))
+)]
 async fn delete(State(wh): Wh, Admin(ctx): Admin, Path(id): Path<String>) -> Result<Json<Value>, AdminError> {
     let audit = actor(
         &wh,
@@ -443,6 +513,16 @@ async fn delete(State(wh): Wh, Admin(ctx): Admin, Path(id): Path<String>) -> Res
     Ok(ok(json!({"id": id, "deleted": true})))
 }
 
+/// `GET /api/admin/webhooks/{id}/deliveries`.
+#[utoipa::path(
+    get, path = "/api/admin/webhooks/{id}/deliveries", tag = "webhooks",
+    params(("id" = String, Path, description = "`wh_…`"), DeliveriesQuery),
+    responses(
+        (status = 200, description = "`{deliveries: [delivery]}`, most recently updated first", body = Success<crate::api::schema::Object>),
+        (status = 400, description = "Bad `limit` (`VALIDATION_ERROR`)", body = NestedError),
+        (status = 404, description = "No such endpoint", body = NestedError),
+    )
+)]
 async fn deliveries(
     State(wh): Wh,
     Admin(_): Admin,

@@ -7,14 +7,15 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{actor_audit, new_id, ok, text_field};
-use crate::api::error::AdminError;
+use crate::api::error::{AdminError, NestedError};
 use crate::api::json::AdminJson;
+use crate::api::schema::Success;
 use crate::app::AppState;
 use crate::audit::{Audit, category, kind};
 use crate::auth::Admin;
 use crate::store::model::{Group, GroupStatus};
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct CreateGroup {
     pub name: String,
@@ -27,7 +28,7 @@ pub struct CreateGroup {
 }
 
 /// Partial update; absent fields keep their value. `defaultPolicy: null` clears it.
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct UpdateGroup {
     #[serde(default)]
@@ -37,6 +38,7 @@ pub struct UpdateGroup {
     #[serde(default)]
     pub status: Option<GroupStatus>,
     #[serde(default, with = "double_option")]
+    #[schema(value_type = Option<String>)]
     pub default_policy: Option<Option<String>>,
 }
 
@@ -48,14 +50,14 @@ mod double_option {
     }
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct AddMember {
     pub user_id: String,
 }
 
 /// A group as the admin management routes show it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct GroupView {
     pub id: String,
@@ -79,6 +81,11 @@ impl From<&Group> for GroupView {
     }
 }
 
+/// `POST /api/admin/groups`.
+#[utoipa::path(
+    post, path = "/api/admin/groups", tag = "admin", request_body = CreateGroup,
+    responses((status = 201, description = "Created", body = Success<GroupView>), (status = 400, description = "Bad body (`VALIDATION_ERROR`)", body = NestedError))
+)]
 pub async fn create(
     State(app): State<AppState>,
     Admin(ctx): Admin,
@@ -105,6 +112,15 @@ pub async fn create(
     Ok((StatusCode::CREATED, ok(GroupView::from(&group))))
 }
 
+/// `PUT /api/admin/groups/{id}`.
+#[utoipa::path(
+    put, path = "/api/admin/groups/{id}", tag = "admin", params(("id" = String, Path, description = "`grp_…`")), request_body = UpdateGroup,
+    responses(
+        (status = 200, description = "The changed group", body = Success<GroupView>),
+        (status = 400, description = "Bad body (`VALIDATION_ERROR`)", body = NestedError),
+        (status = 404, description = "No such group", body = NestedError),
+    )
+)]
 pub async fn update(
     State(app): State<AppState>,
     Admin(ctx): Admin,
@@ -141,6 +157,26 @@ pub async fn update(
     Ok(ok(GroupView::from(&group)))
 }
 
+/// `{groupId, userId}` (and `removed: true` after a removal).
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct Membership {
+    pub group_id: String,
+    pub user_id: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub removed: Option<bool>,
+}
+
+/// `POST /api/admin/groups/{id}/members`.
+#[utoipa::path(
+    post, path = "/api/admin/groups/{id}/members", tag = "admin", params(("id" = String, Path, description = "`grp_…`")), request_body = AddMember,
+    responses(
+        (status = 201, description = "Added", body = Success<Membership>),
+        (status = 400, description = "Bad body (`VALIDATION_ERROR`)", body = NestedError),
+        (status = 404, description = "No such group or user", body = NestedError),
+        (status = 409, description = "Already a member (`CONFLICT`)", body = NestedError),
+    )
+)]
 pub async fn add_member(
     State(app): State<AppState>,
     Admin(ctx): Admin,
@@ -158,9 +194,18 @@ pub async fn add_member(
     )
     .build();
     app.store.add_member(&id, &body.user_id, audit).await?;
-    Ok((StatusCode::CREATED, ok(serde_json::json!({"groupId": id, "userId": body.user_id}))))
+    Ok((StatusCode::CREATED, ok(Membership { group_id: id, user_id: body.user_id, removed: None })))
 }
 
+/// `DELETE /api/admin/groups/{id}/members/{userId}`.
+#[utoipa::path(
+    delete, path = "/api/admin/groups/{id}/members/{userId}", tag = "admin",
+    params(("id" = String, Path, description = "`grp_…`"), ("userId" = String, Path, description = "`usr_…`")),
+    responses(
+        (status = 200, description = "Removed", body = Success<Membership>),
+        (status = 404, description = "No such group, or not a member", body = NestedError),
+    )
+)]
 pub async fn remove_member(
     State(app): State<AppState>,
     Admin(ctx): Admin,
@@ -177,5 +222,5 @@ pub async fn remove_member(
     )
     .build();
     app.store.remove_member(&id, &user_id, audit).await?;
-    Ok(ok(serde_json::json!({"groupId": id, "userId": user_id, "removed": true})))
+    Ok(ok(Membership { group_id: id, user_id, removed: Some(true) }))
 }

@@ -4,11 +4,12 @@ use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::{actor_audit, new_id, ok, text_field};
-use crate::api::error::AdminError;
+use crate::api::error::{AdminError, NestedError};
 use crate::api::json::AdminJson;
+use crate::api::schema::Success;
 use crate::app::AppState;
 use crate::audit::{Audit, category, kind};
 use crate::auth::Admin;
@@ -16,7 +17,7 @@ use crate::auth::keys::ApiKeySecret;
 use crate::store::model::{ApiKeyRecord, LimitOverrides};
 
 /// Options a key carries; shared by create and update.
-#[derive(Debug, Default, Deserialize)]
+#[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct KeyOptions {
     #[serde(default)]
@@ -37,7 +38,8 @@ pub struct KeyOptions {
     pub limits: Option<LimitsBody>,
 }
 
-#[derive(Debug, Default, Deserialize, Serialize, Clone)]
+/// Per-key overrides of the chat limits; each at least 1.
+#[derive(Debug, Default, Deserialize, Serialize, Clone, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct LimitsBody {
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -59,8 +61,33 @@ pub struct CreateKey {
     pub options: KeyOptions,
 }
 
+/// `userId` plus the [`KeyOptions`], as one closed object. (A derived schema
+/// would be `allOf` two objects that each forbid the other's fields, which no
+/// body can satisfy.)
+impl utoipa::PartialSchema for CreateKey {
+    fn schema() -> utoipa::openapi::RefOr<utoipa::openapi::schema::Schema> {
+        use utoipa::openapi::RefOr;
+        use utoipa::openapi::schema::{Object, Schema, Type};
+        let mut object = match KeyOptions::schema() {
+            RefOr::T(Schema::Object(o)) => o,
+            _ => Object::new(),
+        };
+        let user_id =
+            Object::builder().schema_type(Type::String).description(Some("Owner of the key (`usr_…`); billed by default")).build();
+        object.properties.insert("userId".to_owned(), RefOr::T(Schema::Object(user_id)));
+        object.required.insert(0, "userId".to_owned());
+        RefOr::T(Schema::Object(object))
+    }
+}
+
+impl utoipa::ToSchema for CreateKey {
+    fn schemas(schemas: &mut Vec<(String, utoipa::openapi::RefOr<utoipa::openapi::schema::Schema>)>) {
+        <KeyOptions as utoipa::ToSchema>::schemas(schemas);
+    }
+}
+
 /// A key as listings show it: never the secret nor its hash.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct KeyView {
     pub id: String,
@@ -76,7 +103,18 @@ pub struct KeyView {
     pub limits: LimitsBody,
     pub created_at: String,
     pub revoked_at: Option<String>,
+    /// `active` or `revoked`.
     pub status: &'static str,
+}
+
+/// The answer of `POST /api/admin/keys`: the only time the secret is shown.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CreatedKey {
+    /// The secret `sk-…`.
+    pub key: String,
+    pub api_key: KeyView,
+    pub note: &'static str,
 }
 
 impl From<&ApiKeyRecord> for KeyView {
@@ -177,6 +215,14 @@ pub fn new_key(user_id: &str, secret: &ApiKeySecret) -> ApiKeyRecord {
     }
 }
 
+/// `POST /api/admin/keys`.
+#[utoipa::path(
+    post, path = "/api/admin/keys", tag = "admin", request_body = CreateKey,
+    responses(
+        (status = 201, description = "Created; `data.key` is the secret, shown only here", body = Success<CreatedKey>),
+        (status = 400, description = "Bad body, unknown user or group (`VALIDATION_ERROR`)", body = NestedError),
+    )
+)]
 pub async fn create(
     State(app): State<AppState>,
     Admin(ctx): Admin,
@@ -202,24 +248,36 @@ pub async fn create(
     let key = app.store.create_key(key, audit).await?;
     Ok((
         StatusCode::CREATED,
-        ok(json!({
-            "key": secret.expose(),
-            "apiKey": KeyView::from(&key),
-            "note": "store this key now: it is not shown again",
-        })),
+        ok(CreatedKey { key: secret.expose().to_owned(), api_key: KeyView::from(&key), note: "store this key now: it is not shown again" }),
     ))
 }
 
+/// `GET /api/admin/keys`.
+#[utoipa::path(get, path = "/api/admin/keys", tag = "admin", responses((status = 200, description = "Every key (prefix only, never the secret)", body = Success<Vec<KeyView>>)))]
 pub async fn list(State(app): State<AppState>, Admin(_): Admin) -> Result<Json<Value>, AdminError> {
     let keys = app.store.list_keys()?;
     Ok(ok(keys.iter().map(KeyView::from).collect::<Vec<_>>()))
 }
 
+/// `GET /api/admin/keys/{id}`.
+#[utoipa::path(
+    get, path = "/api/admin/keys/{id}", tag = "admin", params(("id" = String, Path, description = "`key_…`")),
+    responses((status = 200, description = "The key", body = Success<KeyView>), (status = 404, description = "No such key", body = NestedError))
+)]
 pub async fn get(State(app): State<AppState>, Admin(_): Admin, Path(id): Path<String>) -> Result<Json<Value>, AdminError> {
     let key = app.store.get_key(&id)?.ok_or_else(|| AdminError::not_found(format!("key {id} not found")))?;
     Ok(ok(KeyView::from(&key)))
 }
 
+/// `PUT /api/admin/keys/{id}`.
+#[utoipa::path(
+    put, path = "/api/admin/keys/{id}", tag = "admin", params(("id" = String, Path, description = "`key_…`")), request_body = KeyOptions,
+    responses(
+        (status = 200, description = "The changed key", body = Success<KeyView>),
+        (status = 400, description = "Bad body (`VALIDATION_ERROR`)", body = NestedError),
+        (status = 404, description = "No such key", body = NestedError),
+    )
+)]
 pub async fn update(
     State(app): State<AppState>,
     Admin(ctx): Admin,
@@ -241,6 +299,15 @@ pub async fn update(
     Ok(ok(KeyView::from(&key)))
 }
 
+/// `POST /api/admin/keys/{id}/revoke`.
+#[utoipa::path(
+    post, path = "/api/admin/keys/{id}/revoke", tag = "admin", params(("id" = String, Path, description = "`key_…`")),
+    responses(
+        (status = 200, description = "The revoked key", body = Success<KeyView>),
+        (status = 404, description = "No such key", body = NestedError),
+        (status = 409, description = "Already revoked (`CONFLICT`)", body = NestedError),
+    )
+)]
 pub async fn revoke(State(app): State<AppState>, Admin(ctx): Admin, Path(id): Path<String>) -> Result<Json<Value>, AdminError> {
     let audit = actor_audit(
         &app,

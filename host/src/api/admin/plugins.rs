@@ -10,6 +10,12 @@ use crate::api::error::AdminError;
 use crate::app::AppState;
 use crate::auth::Admin;
 
+/// `GET /api/admin/plugins`.
+#[utoipa::path(
+    get, path = "/api/admin/plugins", tag = "admin",
+    responses((status = 200, description = "`{watchedDir, plugins: [{kind, name, version, hash, source, loadedAt, calls, ...}]}`",
+               body = crate::api::schema::Success<crate::api::schema::Object>))
+)]
 pub async fn list(State(app): State<AppState>, Admin(_): Admin) -> Result<Json<Value>, AdminError> {
     Ok(ok(json!({
         "watchedDir": app.plugins.watched_dir().display().to_string(),

@@ -11,6 +11,12 @@ use crate::api::error::AdminError;
 use crate::app::AppState;
 use crate::auth::Admin;
 
+/// `GET /api/admin/usage`.
+#[utoipa::path(
+    get, path = "/api/admin/usage", tag = "admin",
+    responses((status = 200, description = "`{users, keys}`: rows `{id, requests, promptTokens, completionTokens, totalTokens}`",
+               body = crate::api::schema::Success<crate::api::schema::Object>))
+)]
 pub async fn usage(State(app): State<AppState>, Admin(_): Admin) -> Result<Json<Value>, AdminError> {
     let (users, keys) = app.store.usage_totals()?;
     let row = |(id, t): &(String, crate::store::records::UsageTotals)| {
@@ -28,14 +34,18 @@ pub async fn usage(State(app): State<AppState>, Admin(_): Admin) -> Result<Json<
     })))
 }
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct EventsQuery {
     /// Only events after this sequence number.
     #[serde(default)]
     pub after: u64,
+    /// 1 to 1000; default 100.
     #[serde(default = "default_limit")]
+    #[param(minimum = 1, maximum = 1000)]
     pub limit: usize,
+    /// Only events of this type, e.g. `api:model_failover`.
     #[serde(rename = "type", default)]
     pub kind: Option<String>,
 }
@@ -44,6 +54,14 @@ fn default_limit() -> usize {
     100
 }
 
+/// `GET /api/admin/events`.
+#[utoipa::path(
+    get, path = "/api/admin/events", tag = "admin", params(EventsQuery),
+    responses(
+        (status = 200, description = "`[{seq, event: {id, type, created, data}}]`, oldest first", body = crate::api::schema::Success<Vec<crate::api::schema::Object>>),
+        (status = 400, description = "Bad parameter (`VALIDATION_ERROR`)", body = crate::api::error::NestedError),
+    )
+)]
 pub async fn events(
     State(app): State<AppState>,
     Admin(_): Admin,

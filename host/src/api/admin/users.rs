@@ -7,23 +7,26 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{actor_audit, new_id, ok, text_field};
-use crate::api::error::AdminError;
+use crate::api::error::{AdminError, NestedError};
 use crate::api::json::AdminJson;
+use crate::api::schema::Success;
 use crate::app::AppState;
 use crate::audit::{Audit, category, kind};
 use crate::auth::Admin;
 use crate::store::model::User;
 
-#[derive(Debug, Deserialize)]
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateUser {
+    /// 1 to 200 characters.
     pub name: String,
     #[serde(default)]
+    #[schema(required = false)]
     pub email: String,
 }
 
 /// A user as the admin API shows it.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct UserView {
     pub id: String,
@@ -45,6 +48,14 @@ fn valid_email(e: &str) -> bool {
     }
 }
 
+/// `POST /api/admin/users`.
+#[utoipa::path(
+    post, path = "/api/admin/users", tag = "admin", request_body = CreateUser,
+    responses(
+        (status = 201, description = "Created", body = Success<UserView>),
+        (status = 400, description = "Bad body (`VALIDATION_ERROR`)", body = NestedError),
+    )
+)]
 pub async fn create(
     State(app): State<AppState>,
     Admin(ctx): Admin,
@@ -69,11 +80,21 @@ pub async fn create(
     Ok((StatusCode::CREATED, ok(UserView::from(&user))))
 }
 
+/// `GET /api/admin/users`.
+#[utoipa::path(get, path = "/api/admin/users", tag = "admin", responses((status = 200, description = "Every user", body = Success<Vec<UserView>>)))]
 pub async fn list(State(app): State<AppState>, Admin(_): Admin) -> Result<Json<Value>, AdminError> {
     let users = app.store.list_users()?;
     Ok(ok(users.iter().map(UserView::from).collect::<Vec<_>>()))
 }
 
+/// `GET /api/admin/users/{id}`.
+#[utoipa::path(
+    get, path = "/api/admin/users/{id}", tag = "admin", params(("id" = String, Path, description = "`usr_…`")),
+    responses(
+        (status = 200, description = "The user", body = Success<UserView>),
+        (status = 404, description = "No such user", body = NestedError),
+    )
+)]
 pub async fn get(State(app): State<AppState>, Admin(_): Admin, Path(id): Path<String>) -> Result<Json<Value>, AdminError> {
     let user = app.store.get_user(&id)?.ok_or_else(|| AdminError::not_found(format!("user {id} not found")))?;
     Ok(ok(UserView::from(&user)))
