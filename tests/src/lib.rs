@@ -1,8 +1,11 @@
 //! Black-box test support: start the real `gatehouse` binary on a free port
 //! with a temporary data dir, talk to it over loopback HTTP, kill and restart it.
 
+pub mod kill_loop;
 pub mod mock_upstream;
 pub mod plugins;
+pub mod procfs;
+pub mod raw_http;
 pub mod procfs;
 pub mod raw_http;
 pub mod server;
