@@ -126,13 +126,14 @@ async fn schemathesis_finds_no_server_error_and_no_answer_outside_the_document()
     .expect("write config");
     let seed = std::env::var("GATEHOUSE_SCHEMATHESIS_SEED").unwrap_or_else(|_| "20261123".into());
     let examples = std::env::var("GATEHOUSE_SCHEMATHESIS_EXAMPLES").unwrap_or_else(|_| "10".into());
+    let phases = std::env::var("GATEHOUSE_SCHEMATHESIS_PHASES").unwrap_or_else(|_| "examples,coverage,fuzzing".into());
     let mut cmd = tokio::process::Command::new("python3");
     cmd.args(["-m", "schemathesis.cli", "--config-file"])
         .arg(&config)
         .arg("run")
         .arg(s.url("/openapi.json"))
         .args(["-H", &format!("Authorization: Bearer {}", s.admin_key)])
-        .args(["--phases", "examples,coverage,fuzzing", "--max-examples", &examples, "--seed", &seed])
+        .args(["--phases", &phases, "--max-examples", &examples, "--seed", &seed])
         .args([
             "--checks",
             "not_a_server_error,status_code_conformance,content_type_conformance,response_headers_conformance,response_schema_conformance",
