@@ -10,6 +10,7 @@ pub mod bootstrap;
 pub mod chat;
 pub mod cli;
 pub mod config;
+pub mod fuzzing;
 pub mod logging;
 pub mod metrics;
 pub mod receipts;

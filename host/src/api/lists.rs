@@ -22,7 +22,8 @@ use crate::auth::{Admin, AuthContext};
 use crate::store::AuditQuery;
 use crate::store::model::{AuditRecord, GroupStatus, Severity};
 
-type Params = HashMap<String, String>;
+/// Query parameters as axum's `Query` extractor hands them over.
+pub type Params = HashMap<String, String>;
 
 fn check_known(p: &Params, known: &[&str]) -> Result<(), AdminError> {
     if let Some(k) = p.keys().find(|k| !known.contains(&k.as_str())) {
@@ -111,46 +112,24 @@ fn audit_view(r: &AuditRecord) -> Value {
     v
 }
 
-/// The query parameters of `GET /audit-logs`, for the OpenAPI document (the
-/// handler reads them from a map so that each bad one gets its own code).
-#[derive(utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[allow(dead_code, non_snake_case)]
-pub struct AuditLogsQuery {
-    /// Default 1 (`INVALID_PAGE`).
-    #[param(minimum = 1, maximum = 1000000)]
-    page: Option<u64>,
-    /// Default 50 (`INVALID_LIMIT`).
-    #[param(minimum = 1, maximum = 100)]
-    limit: Option<u64>,
-    /// ISO 8601 date-time or date; default 7 days before `endDate` (`INVALID_START_DATE`).
-    startDate: Option<String>,
-    /// ISO 8601 date-time or date; default now (`INVALID_END_DATE`).
-    endDate: Option<String>,
-    /// An audit record type, e.g. `security_event` (`INVALID_TYPE`).
-    r#type: Option<String>,
-    /// `info`, `warning`, `error` or `critical` (`INVALID_SEVERITY`).
-    severity: Option<String>,
-    userId: Option<String>,
-    /// Case-insensitive, in the description and `metadata.operation`; at most 200 characters (`INVALID_SEARCH`).
-    search: Option<String>,
+/// The validated parameters of `GET /audit-logs`.
+#[derive(Debug, Clone)]
+pub struct AuditParams {
+    pub page: u64,
+    pub limit: u64,
+    /// The inclusive date range, as reported back in `dateRange`.
+    pub start: DateTime<Utc>,
+    pub end: DateTime<Utc>,
+    /// What the store is asked for (its `end` is exclusive).
+    pub query: AuditQuery,
 }
 
-/// `GET /audit-logs` (spec 4.2).
-#[utoipa::path(
-    get, path = "/audit-logs", tag = "admin", params(AuditLogsQuery),
-    responses(
-        (status = 200, description = "`{logs, pagination: {page, limit, total, pages}, dateRange: {startDate, endDate}}`, newest first",
-         body = crate::api::schema::Success<crate::api::schema::Object>),
-        (status = 400, description = "A bad parameter; the code names it (`INVALID_PAGE`, ..., `INVALID_PARAMETER`)", body = super::error::NestedError),
-        (status = 429, description = "The key's admin-read limit (`RATE_LIMIT_EXCEEDED`, `retryAfter`)", body = super::error::NestedError),
-    )
-)]
-pub async fn audit_logs(State(app): State<AppState>, Admin(_): Admin, Query(p): Query<Params>) -> Result<Json<Value>, AdminError> {
-    check_known(&p, AUDIT_PARAMS)?;
-    let page = int_param(&p, "page", "INVALID_PAGE", 1, 1, 1_000_000)?;
-    let limit = int_param(&p, "limit", "INVALID_LIMIT", 50, 1, 100)?;
-    let now = Utc::now();
+/// Parse and check the query parameters of `GET /audit-logs`; `now` is the
+/// default end of the range. Every bad parameter is a 400 naming it.
+pub fn audit_params(p: &Params, now: DateTime<Utc>) -> Result<AuditParams, AdminError> {
+    check_known(p, AUDIT_PARAMS)?;
+    let page = int_param(p, "page", "INVALID_PAGE", 1, 1, 1_000_000)?;
+    let limit = int_param(p, "limit", "INVALID_LIMIT", 50, 1, 100)?;
     let end = match p.get("endDate") {
         None => now,
         Some(s) => parse_date(s, true)
@@ -191,7 +170,7 @@ pub async fn audit_logs(State(app): State<AppState>, Admin(_): Admin, Query(p): 
     if search.as_ref().is_some_and(|s| s.len() > 200) {
         return Err(AdminError::invalid_param("INVALID_SEARCH", "`search` is longer than 200 characters"));
     }
-    let q = AuditQuery {
+    let query = AuditQuery {
         // The end is inclusive for callers; the store's bound is exclusive.
         start,
         end: end + Duration::microseconds(1),
@@ -202,13 +181,53 @@ pub async fn audit_logs(State(app): State<AppState>, Admin(_): Admin, Query(p): 
         offset: (page - 1) * limit,
         limit,
     };
-    let (logs, total) = app.store.audit_query(&q)?;
+    Ok(AuditParams { page, limit, start, end, query })
+}
+
+/// The query parameters of `GET /audit-logs`, for the OpenAPI document (the
+/// handler reads them from a map so that each bad one gets its own code).
+#[derive(utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[allow(dead_code, non_snake_case)]
+pub struct AuditLogsQuery {
+    /// Default 1 (`INVALID_PAGE`).
+    #[param(minimum = 1, maximum = 1000000)]
+    page: Option<u64>,
+    /// Default 50 (`INVALID_LIMIT`).
+    #[param(minimum = 1, maximum = 100)]
+    limit: Option<u64>,
+    /// ISO 8601 date-time or date; default 7 days before `endDate` (`INVALID_START_DATE`).
+    startDate: Option<String>,
+    /// ISO 8601 date-time or date; default now (`INVALID_END_DATE`).
+    endDate: Option<String>,
+    /// An audit record type, e.g. `security_event` (`INVALID_TYPE`).
+    r#type: Option<String>,
+    /// `info`, `warning`, `error` or `critical` (`INVALID_SEVERITY`).
+    severity: Option<String>,
+    userId: Option<String>,
+    /// Case-insensitive, in the description and `metadata.operation`; at most 200 characters (`INVALID_SEARCH`).
+    search: Option<String>,
+}
+
+/// `GET /audit-logs` (spec 4.2).
+#[utoipa::path(
+    get, path = "/audit-logs", tag = "admin", params(AuditLogsQuery),
+    responses(
+        (status = 200, description = "`{logs, pagination: {page, limit, total, pages}, dateRange: {startDate, endDate}}`, newest first",
+         body = crate::api::schema::Success<crate::api::schema::Object>),
+        (status = 400, description = "A bad parameter; the code names it (`INVALID_PAGE`, ..., `INVALID_PARAMETER`)", body = super::error::NestedError),
+        (status = 429, description = "The key's admin-read limit (`RATE_LIMIT_EXCEEDED`, `retryAfter`)", body = super::error::NestedError),
+    )
+)]
+pub async fn audit_logs(State(app): State<AppState>, Admin(_): Admin, Query(p): Query<Params>) -> Result<Json<Value>, AdminError> {
+    let a = audit_params(&p, Utc::now())?;
+    let (logs, total) = app.store.audit_query(&a.query)?;
     Ok(Json(json!({
         "success": true,
         "data": {
             "logs": logs.iter().map(audit_view).collect::<Vec<_>>(),
-            "pagination": pagination(page, limit, total),
-            "dateRange": {"startDate": iso(start), "endDate": iso(end)},
+            "pagination": pagination(a.page, a.limit, total),
+            "dateRange": {"startDate": iso(a.start), "endDate": iso(a.end)},
         }
     })))
 }
