@@ -4,7 +4,7 @@
 //! | key                | default    | meaning                                                   |
 //! |--------------------|------------|-----------------------------------------------------------|
 //! | `root`             | (required) | guest path of the mounted folder, set by the host         |
-//! | `chunk_words`      | 160        | maximum words per passage (8 ..= 2000)                    |
+//! | `chunk_words`      | 100        | maximum words per passage (8 ..= 2000)                    |
 //! | `overlap_words`    | 30         | words repeated when a passage is cut mid-paragraph        |
 //! | `max_file_bytes`   | 2097152    | larger files are skipped                                  |
 //! | `max_files`        | 50000      | files read at most                                        |
@@ -12,6 +12,7 @@
 //! | `title_weight`     | 3.0        | BM25F weight of the document title                        |
 //! | `heading_weight`   | 2.0        | BM25F weight of the section headings                      |
 //! | `document_weight`  | 0.5        | weight of the whole-page score added to each passage      |
+//! | `proximity_weight` | 1.0        | bonus for query terms found near each other in a passage  |
 //! | `max_passage_chars`| 2000       | a returned passage is cut to this many characters         |
 //!
 //! Unknown keys are ignored (the host may add its own); a known key with a
@@ -52,6 +53,7 @@ impl Config {
             title_weight: num(m, "title_weight", d.title_weight)?,
             heading_weight: num(m, "heading_weight", d.heading_weight)?,
             document_weight: num(m, "document_weight", d.document_weight)?,
+            proximity_weight: num(m, "proximity_weight", d.proximity_weight)?,
             ..d
         };
         let limits = Limits {

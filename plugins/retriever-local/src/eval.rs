@@ -189,4 +189,14 @@ mod tests {
         assert_eq!(bm.rank("cat", 5), ["b"], "no stemming");
         assert_eq!(bm.rank("dogs", 5), ["a", "b"]);
     }
+
+    /// The shipped evaluation: retriever-local must beat plain BM25 by 0.08
+    /// recall@1 without losing recall@3 (see eval/README.md).
+    #[test]
+    fn retriever_local_beats_plain_bm25_on_the_shipped_set() {
+        let (local, plain) = report().expect("evaluation data");
+        assert!(local.questions >= 100, "{local:?}");
+        assert!(local.recall_at_1 >= plain.recall_at_1 + 0.08, "local {local:?} vs plain {plain:?}");
+        assert!(local.recall_at_3 >= plain.recall_at_3, "local {local:?} vs plain {plain:?}");
+    }
 }
