@@ -24,6 +24,8 @@ pub struct AppState {
     pub transport: Transport,
     pub breakers: Arc<Breakers>,
     pub adapters: Arc<dyn AdapterSource>,
+    /// Knowledge bases (retriever plugins with warm instances).
+    pub knowledge: Arc<dyn crate::chat::retrieval::KnowledgeBases>,
     pub plugins: Arc<crate::wasm::PluginRuntime>,
     pub receipts: Arc<crate::receipts::Signer25519>,
     pub webhooks: Arc<crate::webhooks::Webhooks>,

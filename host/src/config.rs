@@ -83,7 +83,18 @@ impl Default for Config {
             chat: ChatConfig::default(),
             upstream: UpstreamConfig::default(),
             providers,
-            indexes: BTreeMap::new(),
+            indexes: BTreeMap::from([(
+                DEFAULT_INDEX.to_owned(),
+                IndexConfig {
+                    retriever: "retriever-local".into(),
+                    description: "Gatehouse's own documentation (the bundled example knowledge base)".into(),
+                    path: None,
+                    top_k: default_top_k(),
+                    timeout_ms: default_query_timeout_ms(),
+                    build_timeout_ms: default_build_timeout_ms(),
+                    config: empty_object(),
+                },
+            )]),
             policies: PoliciesConfig::default(),
             plugins: PluginsConfig::default(),
             webhooks: WebhooksConfig::default(),
@@ -246,9 +257,51 @@ pub struct IndexConfig {
     pub retriever: String,
     #[serde(default)]
     pub description: String,
+    /// Folder of documents, mounted read-only into the retriever at `/kb` and
+    /// watched: a change re-indexes without a restart. Default for a retriever
+    /// that reads files: `<data_dir>/knowledge/<name>`. `none` for a remote
+    /// backend that reads no folder.
+    #[serde(default)]
+    pub path: Option<PathBuf>,
+    /// Passages put into the model's context (1–20).
+    #[serde(default = "default_top_k")]
+    pub top_k: u32,
+    /// CPU-and-wait deadline of one query, in ms (a remote backend's HTTP time counts).
+    #[serde(default = "default_query_timeout_ms")]
+    pub timeout_ms: u64,
+    /// Deadline of building the index in a fresh instance (first query, re-index), in ms.
+    #[serde(default = "default_build_timeout_ms")]
+    pub build_timeout_ms: u64,
     /// Retriever-specific settings, handed to the plugin as JSON.
     #[serde(default = "empty_object")]
     pub config: serde_json::Value,
+}
+
+/// The knowledge base every fresh install has: Gatehouse's own documentation,
+/// written into `<data_dir>/knowledge/gatehouse-docs` on first start.
+pub const DEFAULT_INDEX: &str = "gatehouse-docs";
+
+fn default_top_k() -> u32 {
+    4
+}
+
+fn default_query_timeout_ms() -> u64 {
+    5_000
+}
+
+fn default_build_timeout_ms() -> u64 {
+    30_000
+}
+
+impl IndexConfig {
+    /// The folder this knowledge base reads, if any (`path = "none"` opts out).
+    pub fn folder(&self, name: &str, data_dir: &Path) -> Option<PathBuf> {
+        match &self.path {
+            Some(p) if p.as_os_str() == "none" => None,
+            Some(p) => Some(p.clone()),
+            None => Some(data_dir.join("knowledge").join(name)),
+        }
+    }
 }
 
 fn empty_object() -> serde_json::Value {
@@ -356,6 +409,15 @@ impl Config {
             }
             if ix.retriever.trim().is_empty() {
                 return Err(format!("indexes.{name}.retriever: name the retriever plugin"));
+            }
+            if !(1..=20).contains(&ix.top_k) {
+                return Err(format!("indexes.{name}.top_k: must be between 1 and 20"));
+            }
+            if ix.timeout_ms == 0 || ix.build_timeout_ms == 0 {
+                return Err(format!("indexes.{name}: timeouts must be at least 1 ms"));
+            }
+            if !ix.config.is_object() {
+                return Err(format!("indexes.{name}.config: must be a table"));
             }
         }
         for (what, l) in [("limits.chat", &self.limits.chat), ("limits.admin_read", &self.limits.admin_read)] {

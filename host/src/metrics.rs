@@ -45,6 +45,11 @@ pub struct PluginLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct IndexLabel {
+    pub index: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabel {
     pub outcome: String,
 }
@@ -74,6 +79,8 @@ pub struct Metrics {
     pub webhook_queue_depth: Gauge,
     pub webhook_deliveries: Family<OutcomeLabel, Counter>,
     pub rate_limit_hits: Family<LimitLabel, Counter>,
+    pub retrieval_duration: Family<IndexLabel, Histogram>,
+    pub retrieval_failures: Family<IndexLabel, Counter>,
 }
 
 impl Metrics {
@@ -91,6 +98,8 @@ impl Metrics {
         let webhook_queue_depth = Gauge::default();
         let webhook_deliveries = Family::<OutcomeLabel, Counter>::default();
         let rate_limit_hits = Family::<LimitLabel, Counter>::default();
+        let retrieval_duration = Family::<IndexLabel, Histogram>::new_with_constructor(|| Histogram::new(latency_buckets()) as Histogram);
+        let retrieval_failures = Family::<IndexLabel, Counter>::default();
         registry.register("http_requests", "HTTP requests by route and status", requests.clone());
         registry.register("http_request_duration_seconds", "HTTP request latency by route", request_duration.clone());
         registry.register("upstream_latency_seconds", "Upstream answer time by model (successful attempts)", upstream_latency.clone());
@@ -110,6 +119,8 @@ impl Metrics {
         registry.register("webhook_queue_depth", "Webhook deliveries waiting", webhook_queue_depth.clone());
         registry.register("webhook_deliveries", "Webhook delivery outcomes", webhook_deliveries.clone());
         registry.register("rate_limit_hits", "Requests rejected by a rate limit or quota", rate_limit_hits.clone());
+        registry.register("retrieval_duration_seconds", "Knowledge-base retrieval time by index", retrieval_duration.clone());
+        registry.register("retrieval_failures", "Retrievals that failed, by index", retrieval_failures.clone());
         Metrics {
             registry,
             requests,
@@ -123,6 +134,8 @@ impl Metrics {
             webhook_queue_depth,
             webhook_deliveries,
             rate_limit_hits,
+            retrieval_duration,
+            retrieval_failures,
         }
     }
 
@@ -133,6 +146,14 @@ impl Metrics {
             tracing::error!(error = %e, "encoding metrics failed");
         }
         out
+    }
+
+    pub fn retrieval(&self, index: &str, took: Duration, failed: bool) {
+        let label = IndexLabel { index: index.to_owned() };
+        self.retrieval_duration.get_or_create(&label).observe(took.as_secs_f64());
+        if failed {
+            self.retrieval_failures.get_or_create(&label).inc();
+        }
     }
 
     pub fn plugin_call(&self, plugin: &str, took: Duration, fault: bool) {

@@ -38,6 +38,8 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> any
     let config_swap = Arc::new(ArcSwap::from_pointee(config.clone()));
     let adapters: Arc<dyn crate::chat::providers::AdapterSource> =
         Arc::new(crate::wasm::adapters::RuntimeAdapters { runtime: plugins.clone(), config: config_swap.clone() });
+    let knowledge = crate::wasm::knowledge::Knowledge::new(plugins.clone(), config_swap.clone());
+    knowledge.seed_folders()?;
     let receipts = Arc::new(crate::receipts::Signer25519::load_or_create(&config.data_dir)?);
     let webhooks = crate::webhooks::Webhooks::start(store.clone(), config_swap.clone()).await?;
     let app = AppState {
@@ -49,11 +51,14 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> any
         transport,
         breakers: Arc::new(breakers),
         adapters,
+        knowledge: knowledge.clone(),
         receipts,
         webhooks: webhooks.clone(),
         started,
     };
     plugins.watch(Duration::from_millis(app.config().plugins.reload_debounce_ms))?;
+    // Index the knowledge bases in the background; queries before it finishes build their own.
+    tokio::task::spawn_blocking(move || knowledge.prewarm());
     if let Some(path) = config_path {
         crate::reload::spawn(app.clone(), path)?;
     }

@@ -34,6 +34,7 @@ pub mod text {
     pub const IN_PROGRESS: &str = "Request in progress";
     pub const NOT_FOUND: &str = "Not found";
     pub const UNKNOWN_INDEX: &str = "Unknown index";
+    pub const RETRIEVAL_FAILED: &str = "Retrieval failed";
     pub const UNKNOWN_MODEL: &str = "Unknown model";
     pub const UNKNOWN_POLICY: &str = "Unknown policy";
 }

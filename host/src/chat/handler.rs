@@ -160,7 +160,7 @@ pub async fn serve(app: AppState, ctx: AuthContext, headers: HeaderMap, body: By
     let request_hash = crate::receipts::sha256_hex(&body);
     let resp = match parsed.and_then(|(params, format)| prepare(&app, &ctx, params, format, request_hash)) {
         Err(e) => finish(&app, Reply::error(format, e, Vec::new()), guard).await,
-        Ok(mut p) => match super::guard::guard_input(&app, &ctx, &mut p) {
+        Ok(mut p) => match guard_and_retrieve(&app, &ctx, &mut p).await {
             Err(refusal) => {
                 let mut reply = Reply::error(format, refusal.error, refusal.events);
                 reply.audit = refusal.audit;
@@ -174,6 +174,23 @@ pub async fn serve(app: AppState, ctx: AuthContext, headers: HeaderMap, body: By
         },
     };
     with_limit_headers(resp, &decision)
+}
+
+/// The input side of the security pipeline, then retrieval (with Prompt
+/// Shield on the passages): everything before the model chain.
+async fn guard_and_retrieve(app: &AppState, ctx: &AuthContext, p: &mut Prepared) -> Result<Guarded, super::security::Refusal> {
+    let mut secured = super::guard::guard_input(app, ctx, p)?;
+    match super::retrieval::augment(app, ctx, p, &mut secured).await {
+        Ok(()) => Ok(secured),
+        Err(mut refusal) => {
+            // What the input checks recorded is kept with the refusal.
+            secured.events.append(&mut refusal.events);
+            secured.audit.append(&mut refusal.audit);
+            refusal.events = secured.events;
+            refusal.audit = secured.audit;
+            Err(refusal)
+        }
+    }
 }
 
 /// Validate and resolve everything that does not call a model.

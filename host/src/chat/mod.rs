@@ -12,6 +12,7 @@ pub mod openai;
 pub mod providers;
 pub mod request;
 pub mod response;
+pub mod retrieval;
 pub mod security;
 pub mod sse;
 pub mod stream;

@@ -8,10 +8,11 @@
 //! swaps the pointer. A file that fails the check never replaces a working
 //! plugin. Every load, reload, failure and removal is logged and audited.
 //!
-//! Stateless plugins only: every call instantiates from the `InstancePre`
-//! (microseconds with the pooling allocator), so no call sees another's state.
-//! Expensive setup (compiled pattern sets, model weights) is built into the
-//! component at compile time.
+//! Providers, shields and policies are stateless: every call instantiates
+//! from the `InstancePre` (microseconds with the pooling allocator), so no
+//! call sees another's state; their expensive setup (compiled pattern sets,
+//! model weights) is built into the component at compile time. Retrievers
+//! hold an index, so they live in pools of warm instances ([`knowledge`]).
 
 pub mod adapters;
 pub mod audit_sink;
@@ -19,6 +20,7 @@ mod bindings;
 pub mod config;
 pub mod echo;
 mod engine;
+pub mod knowledge;
 mod outbound;
 pub mod plugin;
 mod state;
@@ -158,6 +160,7 @@ impl Loader {
             outbound: Arc::new(outbound::Grant::new(&settings.allowed_outbound_hosts)),
             deadline_ticks: cfg.call_timeout_ms.div_ceil(tick) + 1,
             deadline_ms: cfg.call_timeout_ms,
+            tick_ms: tick,
             memory_bytes: (cfg.memory_limit_mb.max(1) * 1024 * 1024) as usize,
         })
     }

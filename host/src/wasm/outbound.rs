@@ -3,6 +3,7 @@
 //! plugin never gets a socket. Calls block the calling thread, so callers run
 //! plugins that use it on the blocking pool.
 
+use std::sync::OnceLock;
 use std::time::Duration;
 
 /// Most bytes of a response handed to a plugin.
@@ -13,19 +14,32 @@ const MAX_BODY: usize = 4 * 1024 * 1024;
 pub struct Grant {
     /// `host` or `host:port`, lowercase.
     hosts: Vec<String>,
-    client: Option<reqwest::blocking::Client>,
+    /// Built on first use, on the thread that makes the call: the blocking
+    /// client must not be created from async code (plugins are loaded there).
+    client: OnceLock<Option<reqwest::blocking::Client>>,
 }
 
 type Response = (u16, Vec<(String, String)>, String);
 
 impl Grant {
     pub fn new(hosts: &[String]) -> Self {
-        let client = if hosts.is_empty() {
-            None
-        } else {
-            reqwest::blocking::Client::builder().timeout(Duration::from_secs(10)).redirect(reqwest::redirect::Policy::none()).build().ok()
-        };
-        Grant { hosts: hosts.iter().map(|h| h.trim().to_lowercase()).collect(), client }
+        Grant { hosts: hosts.iter().map(|h| h.trim().to_lowercase()).collect(), client: OnceLock::new() }
+    }
+
+    fn client(&self) -> Option<&reqwest::blocking::Client> {
+        self.client
+            .get_or_init(|| {
+                if self.hosts.is_empty() {
+                    return None;
+                }
+                reqwest::blocking::Client::builder()
+                    .timeout(Duration::from_secs(10))
+                    .redirect(reqwest::redirect::Policy::none())
+                    .build()
+                    .map_err(|e| tracing::error!(error = %e, "cannot build the outbound HTTP client"))
+                    .ok()
+            })
+            .as_ref()
     }
 
     /// Is this URL's host granted?
@@ -45,7 +59,7 @@ impl Grant {
         if !self.allows(&url) {
             return Err(format!("outbound HTTP to {} is not granted to this plugin", url.host_str().unwrap_or("?")));
         }
-        let client = self.client.as_ref().ok_or("outbound HTTP is not available")?;
+        let client = self.client().ok_or("outbound HTTP is not available")?;
         let method = reqwest::Method::from_bytes(method.as_bytes()).map_err(|_| "invalid method".to_owned())?;
         let mut rb = client.request(method, url);
         for (k, v) in headers {

@@ -3,7 +3,7 @@
 //! trap, a missed deadline or a refused allocation becomes a [`PluginError`]
 //! naming the plugin, never a host crash.
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Instant;
@@ -78,6 +78,8 @@ pub struct Grants {
     pub deadline_ticks: u64,
     /// The same deadline in milliseconds, for error messages.
     pub deadline_ms: u64,
+    /// Length of one epoch tick in milliseconds.
+    pub tick_ms: u64,
     /// Linear-memory cap of one instance.
     pub memory_bytes: usize,
 }
@@ -177,9 +179,17 @@ impl Plugin {
     }
 
     fn store(&self) -> Result<Store<CallState>, PluginError> {
+        self.store_with(&[])
+    }
+
+    /// A store with the plugin's grants plus `mounts` (host folder, guest path), read-only.
+    fn store_with(&self, mounts: &[(&Path, &str)]) -> Result<Store<CallState>, PluginError> {
         let mut b = WasiCtxBuilder::new();
-        for dir in &self.grants.read_only_dirs {
+        let granted = self.grants.read_only_dirs.iter().map(|dir| {
             let guest = dir.file_name().map(|n| format!("/{}", n.to_string_lossy())).unwrap_or_else(|| "/data".into());
+            (dir.as_path(), guest)
+        });
+        for (dir, guest) in granted.chain(mounts.iter().map(|(d, g)| (*d, (*g).to_owned()))) {
             b.preopened_dir(dir, &guest, FsPerms::ReadOnly)
                 .map_err(|e| PluginError::Failed { plugin: self.name.clone(), detail: format!("cannot mount {}: {e}", dir.display()) })?;
         }
@@ -350,6 +360,68 @@ pub mod retriever_calls {
                 let started = Instant::now();
                 let r = pre.instantiate(&mut store).and_then(|inst| inst.gatehouse_plugin_retriever_api().call_retrieve(&mut store, req));
                 self.finish(&store, started, r)
+            })
+        }
+
+        /// A long-lived instance of this retriever with `mounts` (host folder,
+        /// guest path) mounted read-only: its globals (an in-memory index) live
+        /// as long as it does. Instantiating runs no guest code beyond start-up.
+        pub fn warm_retriever(self: &Arc<Self>, mounts: &[(&Path, &str)]) -> Result<WarmRetriever, PluginError> {
+            let Pre::Retriever(pre) = &self.pre else {
+                return Err(self.wrong_kind(Kind::Retriever));
+            };
+            off_async(|| {
+                let mut store = self.store_with(mounts)?;
+                let started = Instant::now();
+                let r = pre.instantiate(&mut store);
+                let instance = self.finish(&store, started, r)?;
+                Ok(WarmRetriever { plugin: self.clone(), store, instance, poisoned: false })
+            })
+        }
+    }
+
+    /// A retriever instance kept between calls (see [`Plugin::warm_retriever`]).
+    /// After a fault it is poisoned: its memory may be half-updated, so the
+    /// owner must drop it rather than reuse it.
+    pub struct WarmRetriever {
+        plugin: Arc<Plugin>,
+        store: Store<CallState>,
+        instance: bindings::retriever::Retriever,
+        poisoned: bool,
+    }
+
+    impl WarmRetriever {
+        /// The plugin this instance runs.
+        pub fn plugin(&self) -> &Arc<Plugin> {
+            &self.plugin
+        }
+
+        /// Did a call fail with a trap, deadline or memory fault?
+        pub fn is_poisoned(&self) -> bool {
+            self.poisoned
+        }
+
+        /// `retrieve` with a CPU deadline of `deadline_ms` for this call.
+        pub fn retrieve(&mut self, req: &RetrieveRequest, deadline_ms: u64) -> Result<Result<Vec<Document>, String>, PluginError> {
+            if self.poisoned {
+                return Err(PluginError::Failed {
+                    plugin: self.plugin.name.clone(),
+                    detail: "instance is poisoned by an earlier fault".into(),
+                });
+            }
+            let ticks = deadline_ms.div_ceil(self.plugin.grants.tick_ms.max(1)) + 1;
+            let WarmRetriever { plugin, store, instance, poisoned } = self;
+            off_async(|| {
+                store.data_mut().begin_call();
+                store.set_epoch_deadline(ticks);
+                let started = Instant::now();
+                let r = instance.gatehouse_plugin_retriever_api().call_retrieve(&mut *store, req);
+                let out = plugin.finish(store, started, r).map_err(|e| match e {
+                    PluginError::Deadline { plugin, .. } => PluginError::Deadline { plugin, ms: deadline_ms },
+                    other => other,
+                });
+                *poisoned = out.is_err();
+                out
             })
         }
     }

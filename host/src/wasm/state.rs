@@ -46,6 +46,11 @@ impl CallState {
         CallState { plugin, wasi, table: ResourceTable::new(), limiter: Limiter { max_memory, refused: false }, outbound, log_lines: 0 }
     }
 
+    /// A warm instance's next call starts: fresh per-call budgets.
+    pub fn begin_call(&mut self) {
+        self.log_lines = 0;
+    }
+
     /// Guest logging through the host's tracing, bounded per call.
     fn log(&mut self, level: u8, message: String) {
         self.log_lines += 1;
