@@ -18,7 +18,9 @@ use std::collections::HashMap;
 
 use crate::chunk;
 use crate::extract;
-use crate::text::Analyzer;
+use rustc_hash::FxHashMap;
+
+use crate::text::{Analyzer, is_stop_word, raw_tokens};
 
 /// Tunables of index building and ranking. k1 = 1.2 and b = 0.75 are the
 /// textbook BM25 values; 100-word passages are the size DPR (Karpukhin et
@@ -134,7 +136,7 @@ pub struct Index {
     opts: Options,
     docs: Vec<Doc>,
     chunks: Vec<Chunk>,
-    vocab: HashMap<String, u32>,
+    vocab: FxHashMap<String, u32>,
     chunk_postings: Vec<Vec<Posting>>,
     doc_postings: Vec<Vec<Posting>>,
     chunk_avg: [f32; 3],
@@ -144,26 +146,51 @@ pub struct Index {
     sequence: Vec<u32>,
 }
 
+/// Term ids during a build: the stemmed vocabulary, and a cache from raw
+/// token to term id so that each distinct word is stemmed once.
+struct Terms {
+    analyzer: Analyzer,
+    vocab: FxHashMap<String, u32>,
+    /// Raw token -> term id, `None` for stop words.
+    cache: FxHashMap<String, Option<u32>>,
+}
+
+impl Terms {
+    fn id(&mut self, token: &str) -> Option<u32> {
+        if let Some(id) = self.cache.get(token) {
+            return *id;
+        }
+        let id = if is_stop_word(token) {
+            None
+        } else {
+            let stem = self.analyzer.stem(token);
+            let next = u32::try_from(self.vocab.len()).unwrap_or(u32::MAX);
+            Some(match self.vocab.get(stem.as_ref()) {
+                Some(id) => *id,
+                None => {
+                    self.vocab.insert(stem.into_owned(), next);
+                    next
+                }
+            })
+        };
+        self.cache.insert(token.to_owned(), id);
+        id
+    }
+}
+
 /// Per-field term counts for one unit (a passage or a document).
 #[derive(Default)]
 struct Counter {
-    counts: HashMap<u32, [u8; 3]>,
+    counts: FxHashMap<u32, [u8; 3]>,
     lens: [u32; 3],
     /// When set, body term ids are appended here in order.
     sequence: Option<Vec<u32>>,
 }
 
 impl Counter {
-    fn add(&mut self, analyzer: &Analyzer, vocab: &mut HashMap<String, u32>, field: usize, text: &str) {
-        analyzer.for_each_term(text, |term| {
-            let next = u32::try_from(vocab.len()).unwrap_or(u32::MAX);
-            let id = match vocab.get(term) {
-                Some(id) => *id,
-                None => {
-                    vocab.insert(term.to_owned(), next);
-                    next
-                }
-            };
+    fn add(&mut self, terms: &mut Terms, field: usize, text: &str) {
+        for token in raw_tokens(text) {
+            let Some(id) = terms.id(&token) else { continue };
             if field == BODY
                 && let Some(seq) = &mut self.sequence
             {
@@ -172,7 +199,7 @@ impl Counter {
             let tf = self.counts.entry(id).or_default();
             tf[field] = tf[field].saturating_add(1);
             self.lens[field] += 1;
-        });
+        }
     }
 
     /// Moves the counts into `postings` under `id`; returns the field lengths.
@@ -197,8 +224,7 @@ impl Index {
         P: AsRef<str>,
         T: AsRef<str>,
     {
-        let analyzer = Analyzer::default();
-        let mut vocab = HashMap::new();
+        let mut terms = Terms { analyzer: Analyzer::default(), vocab: FxHashMap::default(), cache: FxHashMap::default() };
         let mut docs = Vec::new();
         let mut chunks = Vec::new();
         let mut chunk_postings = Vec::new();
@@ -214,19 +240,19 @@ impl Index {
             }
             text_bytes += text.len();
             let doc_id = u32::try_from(docs.len()).unwrap_or(u32::MAX);
-            doc_counter.add(&analyzer, &mut vocab, TITLE, &parsed.title);
+            doc_counter.add(&mut terms, TITLE, &parsed.title);
             for section in &parsed.sections {
                 let leaf = section.heading.rsplit(" › ").next().unwrap_or("");
                 if leaf != parsed.title {
-                    doc_counter.add(&analyzer, &mut vocab, HEADING, leaf);
+                    doc_counter.add(&mut terms, HEADING, leaf);
                 }
-                doc_counter.add(&analyzer, &mut vocab, BODY, &section.text);
+                doc_counter.add(&mut terms, BODY, &section.text);
                 for (a, b) in chunk::split(&section.text, opts.chunk_words, opts.overlap_words) {
                     let passage = &section.text[a..b];
                     let seq_start = chunk_counter.sequence.as_ref().map_or(0, Vec::len);
-                    chunk_counter.add(&analyzer, &mut vocab, TITLE, &parsed.title);
-                    chunk_counter.add(&analyzer, &mut vocab, HEADING, &section.heading);
-                    chunk_counter.add(&analyzer, &mut vocab, BODY, passage);
+                    chunk_counter.add(&mut terms, TITLE, &parsed.title);
+                    chunk_counter.add(&mut terms, HEADING, &section.heading);
+                    chunk_counter.add(&mut terms, BODY, passage);
                     let chunk_id = u32::try_from(chunks.len()).unwrap_or(u32::MAX);
                     let lens = chunk_counter.drain_into(&mut chunk_postings, chunk_id);
                     let seq_end = chunk_counter.sequence.as_ref().map_or(0, Vec::len);
@@ -237,6 +263,7 @@ impl Index {
             let lens = doc_counter.drain_into(&mut doc_postings, doc_id);
             docs.push(Doc { source: path.to_owned(), title: parsed.title, lens });
         }
+        let Terms { analyzer, vocab, .. } = terms;
         chunk_postings.resize_with(vocab.len(), Vec::new);
         doc_postings.resize_with(vocab.len(), Vec::new);
         for p in chunk_postings.iter_mut().chain(doc_postings.iter_mut()) {

@@ -170,6 +170,11 @@ impl Analyzer {
         raw_tokens(text).filter(|t| !is_stop_word(t)).map(|t| self.stemmer.stem(&t).into_owned())
     }
 
+    /// The stem of a lower-cased token.
+    pub fn stem<'a>(&self, token: &'a str) -> Cow<'a, str> {
+        self.stemmer.stem(token)
+    }
+
     /// Calls `f` with each index term of `text`, without allocating per term
     /// when the stem is a slice of the token.
     pub fn for_each_term(&self, text: &str, mut f: impl FnMut(&str)) {
