@@ -70,6 +70,20 @@ async fn the_document_is_valid_openapi_3_1_and_lists_exactly_the_routes() {
         for m in &documented {
             let op = &item[m.to_ascii_lowercase()];
             assert!(operation_ids.insert(op["operationId"].as_str().expect("operationId").to_owned()), "duplicate id at {m} {template}");
+            // Every JSON success answer names its shape (a component with properties),
+            // so a generic envelope cannot collapse into a bare `object`.
+            for (status, resp) in op["responses"].as_object().expect("responses") {
+                let Some(schema) = resp.pointer("/content/application~1json/schema") else { continue };
+                if !status.starts_with('2') || template == "/openapi.json" {
+                    continue;
+                }
+                let name = schema["$ref"].as_str().and_then(|r| r.strip_prefix("#/components/schemas/"));
+                let component = name.map(|n| &doc["components"]["schemas"][n]);
+                assert!(
+                    component.is_some_and(|c| c["properties"].is_object()),
+                    "{m} {template} {status}: the body schema {schema} names no shape"
+                );
+            }
             let security = op["security"].as_array().expect("every operation states its security");
             if template == "/health" {
                 assert!(security.is_empty(), "/health is public");

@@ -213,8 +213,7 @@ pub struct AuditLogsQuery {
 #[utoipa::path(
     get, path = "/audit-logs", tag = "admin", params(AuditLogsQuery),
     responses(
-        (status = 200, description = "`{logs, pagination: {page, limit, total, pages}, dateRange: {startDate, endDate}}`, newest first",
-         body = crate::api::schema::Success<crate::api::schema::Object>),
+        (status = 200, description = "One page of audit records, newest first", body = crate::api::schema::Success<crate::api::schema::AuditLogPage>),
         (status = 400, description = "A bad parameter; the code names it (`INVALID_PAGE`, ..., `INVALID_PARAMETER`)", body = super::error::NestedError),
         (status = 429, description = "The key's admin-read limit (`RATE_LIMIT_EXCEEDED`, `retryAfter`)", body = super::error::NestedError),
     )
@@ -236,7 +235,7 @@ pub async fn audit_logs(State(app): State<AppState>, Admin(_): Admin, Query(p): 
 /// `GET /api/admin/audit/verify`.
 #[utoipa::path(
     get, path = "/api/admin/audit/verify", tag = "admin",
-    responses((status = 200, description = "The walk of the audit hash chain; names the first broken record", body = crate::api::schema::Success<crate::api::schema::Object>))
+    responses((status = 200, description = "The walk of the audit hash chain; names the first broken record", body = crate::api::schema::Success<crate::api::schema::JsonObject>))
 )]
 pub async fn verify_audit(State(app): State<AppState>, Admin(_): Admin) -> Result<Json<Value>, AdminError> {
     let report = app.store.verify_audit_chain()?;
@@ -272,10 +271,8 @@ pub struct GroupsQuery {
 #[derive(serde::Serialize, utoipa::ToSchema)]
 pub struct GroupList {
     pub success: bool,
-    /// Each group with `id, name, description, status, userCount, members, createdAt, ...`.
-    pub groups: Vec<Value>,
-    /// `{page, limit, total, pages}`
-    pub pagination: Value,
+    pub groups: Vec<crate::api::schema::GroupListEntry>,
+    pub pagination: crate::api::schema::Pagination,
 }
 
 /// `GET /groups` (spec 4.3).

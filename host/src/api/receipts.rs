@@ -15,7 +15,7 @@ use crate::auth::Authed;
 #[utoipa::path(
     get, path = "/api/receipts/public-key", tag = "receipts",
     responses((status = 200, description = "`{algorithm, keyId, publicKey, encoding, signedContent}`",
-               body = crate::api::schema::Success<crate::api::schema::Object>))
+               body = crate::api::schema::Success<crate::api::schema::JsonObject>))
 )]
 pub async fn public_key(State(app): State<AppState>, Authed(_): Authed) -> Json<Value> {
     Json(json!({
@@ -35,7 +35,7 @@ pub async fn public_key(State(app): State<AppState>, Authed(_): Authed) -> Json<
     get, path = "/api/receipts/{bundle_id}", tag = "receipts",
     params(("bundle_id" = String, Path, description = "From `metadata.smltp.bundle_id`")),
     responses(
-        (status = 200, description = "`{receipt, signature}`", body = crate::api::schema::Success<crate::api::schema::Object>),
+        (status = 200, description = "`{receipt, signature}`", body = crate::api::schema::Success<crate::api::schema::JsonObject>),
         (status = 404, description = "No such receipt, or made by another key", body = crate::api::error::NestedError),
     )
 )]

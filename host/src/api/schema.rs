@@ -24,7 +24,7 @@ pub struct Success<T> {
 /// `serde_json::Value` by the handler).
 #[derive(Debug, Serialize, ToSchema)]
 #[schema(value_type = Object)]
-pub struct Object(pub Value);
+pub struct JsonObject(pub Value);
 
 /// A chat message.
 #[derive(Debug, Serialize, ToSchema)]
@@ -377,4 +377,73 @@ pub struct PolicyCheck {
     pub policy_source: String,
     /// `{stage, plugin, action, score, reasons}`; `action` is `allow`, `flag`, `block` or `redact`.
     pub verdicts: Vec<Value>,
+}
+
+/// `{page, limit, total, pages}` of the admin lists.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct Pagination {
+    pub page: u64,
+    pub limit: u64,
+    pub total: u64,
+    pub pages: u64,
+}
+
+/// `{id, name, email}` of a user named in an audit record or a group.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct UserRef {
+    pub id: String,
+    pub name: String,
+    pub email: String,
+}
+
+/// One audit record (spec 4.2), hash-chained.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditLogEntry {
+    pub id: String,
+    /// ISO 8601.
+    pub timestamp: String,
+    /// `api_key_management`, `security_event`, `rate_limit`, ... (README "Audit log").
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// `info`, `warning`, `error` or `critical`.
+    pub severity: String,
+    pub description: String,
+    pub user: Option<UserRef>,
+    pub metadata: Value,
+    pub compliance_category: String,
+    pub outcome: String,
+    pub prev_hash: String,
+    pub hash: String,
+}
+
+/// `{startDate, endDate}`, ISO 8601.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct DateRange {
+    pub start_date: String,
+    pub end_date: String,
+}
+
+/// `data` of `GET /audit-logs`: newest first.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct AuditLogPage {
+    pub logs: Vec<AuditLogEntry>,
+    pub pagination: Pagination,
+    pub date_range: DateRange,
+}
+
+/// A group of `GET /groups`, with its members.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupListEntry {
+    pub id: String,
+    pub name: String,
+    pub description: String,
+    /// `Active` or `Inactive`.
+    pub status: String,
+    pub user_count: u64,
+    pub users: Vec<UserRef>,
+    pub created_at: String,
 }

@@ -302,7 +302,7 @@ fn not_found(id: &str) -> AdminError {
 /// `GET /api/admin/webhooks`.
 #[utoipa::path(
     get, path = "/api/admin/webhooks", tag = "webhooks",
-    responses((status = 200, description = "`{endpoints: [endpoint], events: [{name, description}]}` (the event catalog)", body = Success<crate::api::schema::Object>))
+    responses((status = 200, description = "`{endpoints: [endpoint], events: [{name, description}]}` (the event catalog)", body = Success<crate::api::schema::JsonObject>))
 )]
 async fn list(State(wh): Wh, Admin(_): Admin) -> Result<Json<Value>, AdminError> {
     let endpoints = wh.store.list_endpoints()?;
@@ -460,7 +460,7 @@ async fn rotate_secret(State(wh): Wh, Admin(ctx): Admin, Path(id): Path<String>)
 #[utoipa::path(
     post, path = "/api/admin/webhooks/{id}/test", tag = "webhooks", params(("id" = String, Path, description = "`wh_…`")),
     responses(
-        (status = 202, description = "`{eventId, deliveryId, status: \"queued\"}`", body = Success<crate::api::schema::Object>),
+        (status = 202, description = "`{eventId, deliveryId, status: \"queued\"}`", body = Success<crate::api::schema::JsonObject>),
         (status = 404, description = "No such endpoint", body = NestedError),
         (status = 409, description = "The endpoint is disabled (`CONFLICT`)", body = NestedError),
     )
@@ -497,7 +497,7 @@ async fn test(State(wh): Wh, Admin(ctx): Admin, Path(id): Path<String>) -> Resul
 /// `DELETE /api/admin/webhooks/{id}`.
 #[utoipa::path(
     delete, path = "/api/admin/webhooks/{id}", tag = "webhooks", params(("id" = String, Path, description = "`wh_…`")),
-    responses((status = 200, description = "`{id, deleted: true}`", body = Success<crate::api::schema::Object>), (status = 404, description = "No such endpoint", body = NestedError))
+    responses((status = 200, description = "`{id, deleted: true}`", body = Success<crate::api::schema::JsonObject>), (status = 404, description = "No such endpoint", body = NestedError))
 )]
 async fn delete(State(wh): Wh, Admin(ctx): Admin, Path(id): Path<String>) -> Result<Json<Value>, AdminError> {
     let audit = actor(
@@ -518,7 +518,7 @@ async fn delete(State(wh): Wh, Admin(ctx): Admin, Path(id): Path<String>) -> Res
     get, path = "/api/admin/webhooks/{id}/deliveries", tag = "webhooks",
     params(("id" = String, Path, description = "`wh_…`"), DeliveriesQuery),
     responses(
-        (status = 200, description = "`{deliveries: [delivery]}`, most recently updated first", body = Success<crate::api::schema::Object>),
+        (status = 200, description = "`{deliveries: [delivery]}`, most recently updated first", body = Success<crate::api::schema::JsonObject>),
         (status = 400, description = "Bad `limit` (`VALIDATION_ERROR`)", body = NestedError),
         (status = 404, description = "No such endpoint", body = NestedError),
     )

@@ -76,6 +76,7 @@ impl utoipa::PartialSchema for CreateKey {
             Object::builder().schema_type(Type::String).description(Some("Owner of the key (`usr_…`); billed by default")).build();
         object.properties.insert("userId".to_owned(), RefOr::T(Schema::Object(user_id)));
         object.required.insert(0, "userId".to_owned());
+        object.description = Some("`userId` and the key's options; unknown fields are refused".to_owned());
         RefOr::T(Schema::Object(object))
     }
 }

@@ -14,7 +14,7 @@ use crate::auth::Admin;
 #[utoipa::path(
     get, path = "/api/admin/plugins", tag = "admin",
     responses((status = 200, description = "`{watchedDir, plugins: [{kind, name, version, hash, source, loadedAt, calls, ...}]}`",
-               body = crate::api::schema::Success<crate::api::schema::Object>))
+               body = crate::api::schema::Success<crate::api::schema::JsonObject>))
 )]
 pub async fn list(State(app): State<AppState>, Admin(_): Admin) -> Result<Json<Value>, AdminError> {
     Ok(ok(json!({

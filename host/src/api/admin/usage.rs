@@ -15,7 +15,7 @@ use crate::auth::Admin;
 #[utoipa::path(
     get, path = "/api/admin/usage", tag = "admin",
     responses((status = 200, description = "`{users, keys}`: rows `{id, requests, promptTokens, completionTokens, totalTokens}`",
-               body = crate::api::schema::Success<crate::api::schema::Object>))
+               body = crate::api::schema::Success<crate::api::schema::JsonObject>))
 )]
 pub async fn usage(State(app): State<AppState>, Admin(_): Admin) -> Result<Json<Value>, AdminError> {
     let (users, keys) = app.store.usage_totals()?;
@@ -58,7 +58,7 @@ fn default_limit() -> usize {
 #[utoipa::path(
     get, path = "/api/admin/events", tag = "admin", params(EventsQuery),
     responses(
-        (status = 200, description = "`[{seq, event: {id, type, created, data}}]`, oldest first", body = crate::api::schema::Success<Vec<crate::api::schema::Object>>),
+        (status = 200, description = "`[{seq, event: {id, type, created, data}}]`, oldest first", body = crate::api::schema::Success<Vec<crate::api::schema::JsonObject>>),
         (status = 400, description = "Bad parameter (`VALIDATION_ERROR`)", body = crate::api::error::NestedError),
     )
 )]
