@@ -357,6 +357,9 @@ impl Default for WebhooksConfig {
     }
 }
 
+/// Longest time span a setting may give, in seconds (ten years).
+const MAX_SPAN_SECS: u64 = 10 * 365 * 24 * 3600;
+
 /// A config that could not be loaded; the message names the file and the key.
 #[derive(Debug, thiserror::Error)]
 #[error("invalid configuration ({source_desc}): {message}")]
@@ -434,6 +437,18 @@ impl Config {
         if self.webhooks.retry_delays_secs.is_empty() {
             return Err("webhooks.retry_delays_secs: give at least one attempt".into());
         }
+        // These are added to dates with chrono, which panics on overflow
+        // (found by the `config` fuzz target): keep them to sane spans.
+        let too_long = |secs: u64| secs > MAX_SPAN_SECS;
+        if too_long(self.chat.idempotency_ttl_secs) {
+            return Err(format!("chat.idempotency_ttl_secs: at most {MAX_SPAN_SECS} (ten years)"));
+        }
+        if self.webhooks.retry_delays_secs.iter().any(|&s| too_long(s)) {
+            return Err(format!("webhooks.retry_delays_secs: each delay at most {MAX_SPAN_SECS} (ten years)"));
+        }
+        if too_long(self.webhooks.poll_interval_ms / 1000) {
+            return Err(format!("webhooks.poll_interval_ms: at most {MAX_SPAN_SECS}000 (ten years)"));
+        }
         Ok(())
     }
 }
@@ -495,6 +510,21 @@ mod tests {
         let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/gatehouse.toml");
         let c = Config::load(Some(&p)).expect("examples/gatehouse.toml must stay valid");
         assert!(c.providers.contains_key("openai"));
+    }
+
+    #[test]
+    fn spans_that_would_overflow_a_date_are_refused() {
+        for (toml, key) in [
+            ("[chat]\nidempotency_ttl_secs = 9223372036854775807\n", "chat.idempotency_ttl_secs"),
+            ("[webhooks]\nretry_delays_secs = [0, 99999999999999]\n", "webhooks.retry_delays_secs"),
+            ("[webhooks]\npoll_interval_ms = 9223372036854775807\n", "webhooks.poll_interval_ms"),
+        ] {
+            let f = write(toml);
+            let msg = Config::load(Some(f.path())).expect_err(key).to_string();
+            assert!(msg.contains(key), "{msg}");
+        }
+        let f = write("[chat]\nidempotency_ttl_secs = 315360000\n[webhooks]\nretry_delays_secs = [0, 315360000]\n");
+        assert!(Config::load(Some(f.path())).is_ok());
     }
 
     #[test]

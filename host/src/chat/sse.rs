@@ -233,7 +233,13 @@ impl SseDecoder {
             None => (line, &b""[..]),
         };
         match field {
-            b"event" => self.event_type = decode(value),
+            b"event" => {
+                // Decoding may grow the value (one invalid byte becomes three
+                // of U+FFFD): check what is kept (found by the `sse_decoder`
+                // fuzz target).
+                self.event_type = decode(value);
+                self.check_size(0)?;
+            }
             b"data" => {
                 self.data.push_str(&decode(value));
                 self.data.push('\n');

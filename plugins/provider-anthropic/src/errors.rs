@@ -57,7 +57,9 @@ pub fn http_error(status: u16, body: &str, api_key: Option<&str>) -> ProviderErr
     let parts = serde_json::from_str::<Value>(body).ok().as_ref().and_then(error_parts);
     let message = match parts {
         Some((kind, msg)) if !msg.trim().is_empty() => {
-            let kind = if kind.is_empty() { String::new() } else { format!("{kind}: ") };
+            // The type is upstream text too: scrubbed like the message (found
+            // by the `provider_adapters` fuzz target).
+            let kind = if kind.is_empty() { String::new() } else { format!("{}: ", scrub(&kind, api_key)) };
             format!("upstream returned HTTP {status}: {kind}{}", scrub(&msg, api_key))
         }
         _ => format!("upstream returned HTTP {status}"),
@@ -67,7 +69,7 @@ pub fn http_error(status: u16, body: &str, api_key: Option<&str>) -> ProviderErr
 
 /// The error for an error object in a 2xx body or an `error` stream event.
 pub fn body_error(kind: &str, message: &str, api_key: Option<&str>) -> ProviderError {
-    let shown = if kind.is_empty() { "error" } else { kind };
+    let shown = if kind.is_empty() { "error".to_string() } else { scrub(kind, api_key) };
     ProviderError { class: class_of_error_type(kind), message: format!("upstream {shown}: {}", scrub(message, api_key)) }
 }
 
@@ -128,6 +130,16 @@ fn mask_key_like(text: &str) -> String {
 mod tests {
     use super::*;
     use crate::testutil::class_name;
+
+    #[test]
+    fn the_key_is_masked_in_the_error_type_too() {
+        let key = "sk-ant-api03-secretsecret";
+        let body = format!(r#"{{"type":"error","error":{{"type":"x{key}","message":"m {key}"}}}}"#);
+        let e = http_error(529, &body, Some(key));
+        assert!(!e.message.contains(key) && !e.message.contains("secretsecret"), "{}", e.message);
+        let e = body_error(&format!("x{key}"), key, Some(key));
+        assert!(!e.message.contains(key) && !e.message.contains("secretsecret"), "{}", e.message);
+    }
 
     #[test]
     fn statuses_map_to_classes() {

@@ -237,6 +237,14 @@ fn an_event_over_the_limit_is_an_error() {
 }
 
 #[test]
+fn an_event_type_that_grows_when_decoded_counts_toward_the_limit() {
+    // `data: 0123` keeps 5 bytes, the `event:` line of 6 invalid bytes is
+    // 12 on the wire (17 in all, under the limit) but 18 once decoded.
+    let mut d = SseDecoder::with_max_event_bytes(20);
+    assert_eq!(d.push(b"data: 0123\nevent:\xdc\xdc\xdc\xdc\xdc\xdc\n\n"), Err(SseError::EventTooLarge { limit: 20 }));
+}
+
+#[test]
 fn an_endless_line_is_an_error_even_across_chunks() {
     let mut d = SseDecoder::with_max_event_bytes(64);
     let chunk = [b'x'; 20];
