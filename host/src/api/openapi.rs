@@ -5,7 +5,7 @@
 //! methods from the handler's `#[utoipa::path]` attribute, so the router and
 //! the document cannot disagree. [`complete`] then adds what follows from the
 //! layers rather than from a handler: the bearer security of every route but
-//! the public ones (`auth::PUBLIC_ROUTES`), the 401 / 403 / 408 / 413 / 500 answers
+//! the public ones (`auth::PUBLIC_ROUTES`), the 400 / 401 / 403 / 408 / 413 / 500 answers
 //! in the error format of the path (`ErrorFormat::for_path`), and the
 //! `x-request-id` header every response carries, and operation ids made
 //! from method and path.
@@ -123,6 +123,9 @@ pub fn complete(doc: &mut OpenApi) {
             }
             if op.tags.iter().flatten().any(|t| t == "admin" || t == "webhooks") {
                 add_response(op, "403", "The key is not an admin key", format);
+            }
+            if path.contains('{') {
+                add_response(op, "400", "A path parameter is not valid UTF-8 once percent-decoded", format);
             }
             if op.request_body.is_some() {
                 add_response(op, "408", "The body did not arrive within `server.body_read_timeout_ms`", format);
