@@ -71,25 +71,36 @@ fn main() {
     for q in queries.iter().take(100) {
         knowledge.retrieve("bench", q, 4).expect("warm-up query");
     }
-    let mut samples: Vec<Duration> = Vec::with_capacity(QUERIES);
+    let mut wall: Vec<Duration> = Vec::with_capacity(QUERIES);
+    let mut cpu: Vec<Duration> = Vec::with_capacity(QUERIES);
     let mut empty = 0;
     for q in &queries {
-        let t = Instant::now();
+        let (t, c) = (Instant::now(), thread_cpu());
         let hits = knowledge.retrieve("bench", q, 4).expect("query");
-        samples.push(t.elapsed());
+        wall.push(t.elapsed());
+        cpu.push(thread_cpu().saturating_sub(c));
         if hits.is_empty() {
             empty += 1;
         }
     }
-    samples.sort();
-    let pick = |q: f64| samples[((samples.len() as f64 - 1.0) * q) as usize].as_secs_f64() * 1e3;
-    println!(
-        "query (k=4, through the plugin boundary): n={} median {:.3} ms   p90 {:.3} ms   p99 {:.3} ms   max {:.3} ms   ({} with no hit)",
-        samples.len(),
-        pick(0.5),
-        pick(0.9),
-        pick(0.99),
-        samples.last().map_or(0.0, |d| d.as_secs_f64() * 1e3),
-        empty
-    );
+    // Wall time includes waiting for a core on a busy machine; the thread's CPU
+    // time is the work of the query itself (the call runs on this thread).
+    for (what, mut samples) in [("wall", wall), ("thread CPU", cpu)] {
+        samples.sort();
+        let pick = |q: f64| samples[((samples.len() as f64 - 1.0) * q) as usize].as_secs_f64() * 1e3;
+        println!(
+            "query {what:<10} (k=4, through the plugin boundary): n={} median {:.3} ms   p90 {:.3} ms   p99 {:.3} ms   max {:.3} ms",
+            samples.len(),
+            pick(0.5),
+            pick(0.9),
+            pick(0.99),
+            samples.last().map_or(0.0, |d| d.as_secs_f64() * 1e3),
+        );
+    }
+    println!("queries with no hit: {empty}; machine load average: {}", std::fs::read_to_string("/proc/loadavg").unwrap_or_default().trim());
+}
+
+/// CPU time consumed by the calling thread so far.
+fn thread_cpu() -> Duration {
+    cpu_time::ThreadTime::now().as_duration()
 }
