@@ -6,9 +6,8 @@ pub mod mock_upstream;
 pub mod plugins;
 pub mod procfs;
 pub mod raw_http;
-pub mod procfs;
-pub mod raw_http;
 pub mod server;
+pub mod soak;
 pub mod sse;
 
 pub use server::{Server, ServerBuilder};
