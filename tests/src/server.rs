@@ -17,10 +17,14 @@ fn workspace_root() -> PathBuf {
 }
 
 /// Path of the `gatehouse` binary, built once per test process (a no-op when
-/// `cargo test --workspace` already built it).
+/// `cargo test --workspace` already built it). `GATEHOUSE_TEST_BINARY` names a
+/// binary to use as it is (long runs such as the soak, on a busy build machine).
 pub fn binary() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
+        if let Some(bin) = std::env::var_os("GATEHOUSE_TEST_BINARY") {
+            return PathBuf::from(bin);
+        }
         let root = workspace_root();
         let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
