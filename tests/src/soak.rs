@@ -258,7 +258,7 @@ pub async fn run(opts: Options) -> Result<Report> {
 /// A knowledge base the server lists, if any.
 fn first_index(v: &Value) -> Option<String> {
     let list = v["data"].as_array().or_else(|| v["data"]["indexes"].as_array()).or_else(|| v["indexes"].as_array())?;
-    list.iter().find_map(|ix| ix["name"].as_str().or_else(|| ix.as_str())).filter(|n| *n != "Zero-Knowledge").map(str::to_owned)
+    list.iter().filter_map(|ix| ix["name"].as_str().or_else(|| ix.as_str())).find(|n| *n != "Zero-Knowledge").map(str::to_owned)
 }
 
 async fn outbox_ids(s: &Server, kind: &str) -> Result<Vec<String>> {

@@ -28,6 +28,13 @@ use crate::auth::keys::KeyHash;
 /// File name of the database inside the data dir.
 pub const DB_FILE: &str = "gatehouse.redb";
 
+/// redb's page cache (at most half of it buffers writes before a commit).
+/// Its default (1 GiB) lets resident memory follow the file's growth for as
+/// long as the server runs (the soak saw +50 % in ten minutes); 8 MiB keeps
+/// the hot pages (keys, limit counters, recent outbox) and leaves the rest to
+/// the operating system's page cache.
+const CACHE_BYTES: usize = 8 * 1024 * 1024;
+
 pub(crate) fn backend<E: std::fmt::Display>(e: E) -> StoreError {
     StoreError::Backend(e.to_string())
 }
@@ -53,7 +60,7 @@ impl RedbStore {
     pub fn open(data_dir: &Path, durable: bool) -> anyhow::Result<Self> {
         std::fs::create_dir_all(data_dir).map_err(|e| anyhow::anyhow!("cannot create data dir {}: {e}", data_dir.display()))?;
         let path = data_dir.join(DB_FILE);
-        let db = Database::create(&path).map_err(|e| match e {
+        let db = Database::builder().set_cache_size(CACHE_BYTES).create(&path).map_err(|e| match e {
             redb::DatabaseError::DatabaseAlreadyOpen => {
                 anyhow::anyhow!("{} is in use by another gatehouse process (stop the server first)", path.display())
             }
