@@ -1,0 +1,189 @@
+//! The host's own per-request costs on the chat path, outside the plugins
+//! (`plugin_calls` measures those): authentication (SHA-256 of the key, the
+//! redb lookup and the constant-time compare), the rate-limit check,
+//! request validation, and the usage write through the group commit with
+//! durable writes on and off. Prints median, p90 and p99.
+//!
+//! Run: `cargo bench -p gatehouse --bench hot_path [-- FILTER]`
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use gatehouse::api::admin::keys::new_key;
+use gatehouse::audit::{Audit, category, kind};
+use gatehouse::auth::keys::{ApiKeySecret, KeyHash};
+use gatehouse::auth::limits::{BucketSet, Limiter};
+use gatehouse::chat::request::{self, TimeoutDefaults};
+use gatehouse::config::RateLimits;
+use gatehouse::store::Store;
+use gatehouse::store::model::User;
+use gatehouse::store::records::{RequestOutcome, UsageDelta};
+use gatehouse::store::redb::RedbStore;
+
+const N: usize = 20_000;
+const WARMUP: usize = 500;
+
+struct Bench {
+    filter: Option<String>,
+}
+
+fn report(label: &str, mut samples: Vec<Duration>) {
+    samples.sort();
+    let pick = |q: f64| samples[((samples.len() as f64 - 1.0) * q) as usize].as_secs_f64() * 1e6;
+    println!("{label:<52} n={:<6} median {:>8.2} µs   p90 {:>8.2} µs   p99 {:>8.2} µs", samples.len(), pick(0.5), pick(0.9), pick(0.99));
+}
+
+impl Bench {
+    fn wants(&self, label: &str) -> bool {
+        self.filter.as_deref().is_none_or(|w| label.contains(w))
+    }
+
+    fn run(&self, label: &str, n: usize, mut f: impl FnMut()) {
+        if !self.wants(label) {
+            return;
+        }
+        for _ in 0..WARMUP.min(n) {
+            f();
+        }
+        let samples: Vec<Duration> = (0..n)
+            .map(|_| {
+                let t = Instant::now();
+                f();
+                t.elapsed()
+            })
+            .collect();
+        report(label, samples);
+    }
+}
+
+fn store(durable: bool) -> (tempfile::TempDir, Arc<RedbStore>) {
+    let dir = tempfile::tempdir().expect("tmp");
+    let s = RedbStore::open(dir.path(), durable).expect("store");
+    (dir, Arc::new(s))
+}
+
+fn body(messages: usize, words: usize) -> Vec<u8> {
+    let text = "lorem ipsum dolor sit amet ".repeat(words / 5 + 1);
+    let msgs: Vec<_> =
+        (0..messages).map(|i| serde_json::json!({"role": if i % 2 == 0 { "user" } else { "assistant" }, "content": text})).collect();
+    serde_json::json!({"model": "openai/gpt-4o-mini", "index": "Zero-Knowledge", "messages": msgs, "temperature": 0.2, "max_tokens": 200})
+        .to_string()
+        .into_bytes()
+}
+
+fn outcome(key_id: &str) -> RequestOutcome {
+    RequestOutcome {
+        usage: Some(UsageDelta { user_id: "usr_bench".into(), key_id: key_id.into(), prompt_tokens: 42, completion_tokens: 8 }),
+        ..Default::default()
+    }
+}
+
+/// `writers` tasks each doing `per_writer` sequential usage writes; returns each write's latency.
+fn usage_writes(rt: &tokio::runtime::Runtime, s: &Arc<RedbStore>, writers: usize, per_writer: usize) -> (Vec<Duration>, Duration) {
+    let t0 = Instant::now();
+    let samples = rt.block_on(async {
+        let tasks: Vec<_> = (0..writers)
+            .map(|w| {
+                let s = s.clone();
+                tokio::spawn(async move {
+                    let mut v = Vec::with_capacity(per_writer);
+                    for _ in 0..per_writer {
+                        let t = Instant::now();
+                        s.finish_request(outcome(&format!("key_{w}"))).await.expect("write");
+                        v.push(t.elapsed());
+                    }
+                    v
+                })
+            })
+            .collect();
+        let mut all = Vec::new();
+        for t in tasks {
+            all.extend(t.await.expect("task"));
+        }
+        all
+    });
+    (samples, t0.elapsed())
+}
+
+fn main() {
+    let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
+    let b = Bench { filter };
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().expect("runtime");
+
+    // Authentication, as the middleware does it.
+    let (_d, s) = store(false);
+    let user = User { id: "usr_bench".into(), name: "bench".into(), email: "bench@example.com".into(), created_at: chrono::Utc::now() };
+    rt.block_on(s.create_user(user, Audit::new(kind::USER_MANAGEMENT, category::ACCESS_CONTROL, "bench user").build())).expect("user");
+    let secret = ApiKeySecret::generate();
+    let key = new_key("usr_bench", &secret);
+    let key_id = key.id.clone();
+    rt.block_on(s.create_key(key, Audit::new(kind::API_KEY_MANAGEMENT, category::ACCESS_CONTROL, "bench key").build())).expect("key");
+    // Other keys, so the lookup is not in a one-entry table.
+    for _ in 0..1000 {
+        let k = new_key("usr_bench", &ApiKeySecret::generate());
+        rt.block_on(s.create_key(k, Audit::new(kind::API_KEY_MANAGEMENT, category::ACCESS_CONTROL, "bench key").build())).expect("key");
+    }
+    let header = format!("Bearer {}", secret.expose());
+    b.run("auth  sha-256 of the key", N, || {
+        std::hint::black_box(KeyHash::of(secret.expose()));
+    });
+    b.run("auth  header -> hash -> redb lookup -> ct compare", N, || {
+        let token = gatehouse::auth::keys::bearer_token(&header).expect("token");
+        let found = s.find_key_by_hash(&KeyHash::of(token)).expect("lookup").expect("found");
+        std::hint::black_box(found);
+    });
+    let unknown = KeyHash::of("sk-unknown-key-0123456789abcdefghijklmnop");
+    b.run("auth  unknown key (lookup miss)", N, || {
+        std::hint::black_box(s.find_key_by_hash(&unknown).expect("lookup"));
+    });
+
+    // Rate limit check (in-memory counters; the quota write it spawns is not timed here).
+    {
+        let _enter = rt.enter();
+        let limiter = Limiter::new(s.clone() as Arc<dyn Store>);
+        let limits = RateLimits { per_minute: u64::MAX / 2, per_hour: u64::MAX / 2, per_day: u64::MAX / 2, per_month: u64::MAX / 2 };
+        b.run("limits  check (warm counters, one key)", N, || {
+            let d = limiter.check(BucketSet::Chat, &key_id, limits, chrono::Utc::now());
+            assert!(d.allowed);
+        });
+    }
+    // Let the spawned quota writes drain before the write benchmarks.
+    std::thread::sleep(Duration::from_secs(1));
+
+    // Request validation.
+    let defaults = TimeoutDefaults { timeout_ms: 60_000, first_token_timeout_ms: 15_000 };
+    for (label, raw) in [
+        ("validate  1 message, 12 words", body(1, 12)),
+        ("validate  1 message, 2 KB", body(1, 400)),
+        ("validate  20 messages, 20 KB", body(20, 200)),
+    ] {
+        b.run(label, N, || {
+            std::hint::black_box(request::parse(&raw, defaults).expect("valid"));
+        });
+    }
+
+    // Usage writes through the group commit: one writer (each write waits for its own commit),
+    // then 64 concurrent writers (the commit is shared by whatever queued meanwhile).
+    for durable in [true, false] {
+        let tag = if durable { "durable" } else { "relaxed" };
+        for writers in [1usize, 64] {
+            let label = format!("usage write  {tag}, {writers} concurrent");
+            if !b.wants(&label) {
+                continue;
+            }
+            let (_d, s) = store(durable);
+            let per = if writers == 1 {
+                if durable { 500 } else { 5000 }
+            } else if durable {
+                100
+            } else {
+                300
+            };
+            usage_writes(&rt, &s, writers, 20);
+            let (samples, wall) = usage_writes(&rt, &s, writers, per);
+            let n = samples.len();
+            report(&label, samples);
+            println!("{:<52} {:.0} writes/s", "", n as f64 / wall.as_secs_f64());
+        }
+    }
+}

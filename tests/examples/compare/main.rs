@@ -1,0 +1,261 @@
+//! Comparative benchmark: the same OpenAI-style chat traffic sent straight to
+//! a fast mock upstream, through nginx, through LiteLLM's proxy and through
+//! Gatehouse (durable writes on, then relaxed), on one machine. Prints one
+//! table (see `docs/benchmarks.md`).
+//!
+//! Run: `bash tests/bench/compare.sh` (installs nginx, LiteLLM and oha when
+//! missing, then runs this with their paths), or directly:
+//! `cargo run --release -p gatehouse-tests --example compare -- --oha PATH --litellm PATH`
+//!
+//! Cores: the gateway under test on core 1 (`taskset -c 1`); the mock, `oha`
+//! and this driver (which also is the streaming client) on core 0.
+//!
+//! Options: `--secs N` (per phase, default 10), `--rates 200,1000`,
+//! `--only direct,nginx,litellm,durable,relaxed`, `--delay-ms D` (the mock's
+//! answer time, default 1), `--chunk-delay-ms C` (between stream deltas,
+//! default 1), `--conns N` (max-throughput connections, default 64),
+//! `--markdown FILE` (also write the table there).
+
+mod load;
+mod mock;
+mod procstat;
+mod table;
+mod targets;
+
+use std::path::PathBuf;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+use load::Call;
+use table::Row;
+
+struct Opts {
+    oha: PathBuf,
+    litellm: PathBuf,
+    secs: u32,
+    rates: Vec<u32>,
+    only: Vec<String>,
+    delay_ms: u64,
+    chunk_delay_ms: u64,
+    conns: u32,
+    markdown: Option<PathBuf>,
+}
+
+fn parse_args(args: &[String]) -> anyhow::Result<Opts> {
+    let mut o = Opts {
+        oha: PathBuf::from("oha"),
+        litellm: PathBuf::from("litellm"),
+        secs: 10,
+        rates: vec![200, 1000],
+        only: vec![],
+        delay_ms: 1,
+        chunk_delay_ms: 1,
+        conns: 64,
+        markdown: None,
+    };
+    for pair in args.chunks(2) {
+        let v = pair.get(1).with_context(|| format!("{} needs a value", pair[0]))?;
+        match pair[0].as_str() {
+            "--oha" => o.oha = v.into(),
+            "--litellm" => o.litellm = v.into(),
+            "--secs" => o.secs = v.parse()?,
+            "--rates" => o.rates = v.split(',').map(str::parse).collect::<Result<_, _>>()?,
+            "--only" => o.only = v.split(',').map(str::to_owned).collect(),
+            "--delay-ms" => o.delay_ms = v.parse()?,
+            "--chunk-delay-ms" => o.chunk_delay_ms = v.parse()?,
+            "--conns" => o.conns = v.parse()?,
+            "--markdown" => o.markdown = Some(v.into()),
+            other => bail!("unknown option {other}"),
+        }
+    }
+    Ok(o)
+}
+
+fn main() -> anyhow::Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    if args.first().map(String::as_str) == Some("mock") {
+        let o = parse_args(&args[1..].iter().filter(|a| *a != "--port").cloned().collect::<Vec<_>>()).ok();
+        let port = args.iter().position(|a| a == "--port").and_then(|i| args.get(i + 1)).and_then(|p| p.parse().ok()).unwrap_or(0);
+        let (d, c) = o.map_or((1, 1), |o| (o.delay_ms, o.chunk_delay_ms));
+        return mock::serve(port, Duration::from_millis(d), Duration::from_millis(c));
+    }
+    let mut opts = parse_args(&args)?;
+    // Targets run in their own directories: make relative tool paths absolute.
+    for p in [&mut opts.oha, &mut opts.litellm] {
+        if let Ok(abs) = std::fs::canonicalize(&*p) {
+            *p = abs;
+        }
+    }
+    // This driver is the streaming client: keep it on core 0 with the mock and oha.
+    let _ = Command::new("taskset").args(["-a", "-p", "-c", "0", &std::process::id().to_string()]).stdout(Stdio::null()).status();
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build()?;
+    rt.block_on(run(opts))
+}
+
+/// The mock as its own process on core 0.
+struct MockProc(Child);
+
+impl Drop for MockProc {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn start_mock(o: &Opts) -> anyhow::Result<(MockProc, u16)> {
+    let port = targets::free_port()?;
+    let exe = std::env::current_exe()?;
+    let child = Command::new("taskset")
+        .arg("-c")
+        .arg("0")
+        .arg(exe)
+        .args([
+            "mock",
+            "--port",
+            &port.to_string(),
+            "--delay-ms",
+            &o.delay_ms.to_string(),
+            "--chunk-delay-ms",
+            &o.chunk_delay_ms.to_string(),
+        ])
+        .stdout(Stdio::null())
+        .spawn()?;
+    let mock = MockProc(child);
+    let client = reqwest::blocking::Client::new();
+    let t0 = Instant::now();
+    while client.get(format!("http://127.0.0.1:{port}/health")).send().is_err() {
+        if t0.elapsed() > Duration::from_secs(10) {
+            bail!("the mock did not start");
+        }
+        std::thread::sleep(Duration::from_millis(10));
+    }
+    Ok((mock, port))
+}
+
+fn wanted(o: &Opts, tag: &str) -> bool {
+    o.only.is_empty() || o.only.iter().any(|w| w == tag)
+}
+
+/// One request of each kind must succeed and carry the mock's answer.
+async fn sanity(t: &targets::Target) -> anyhow::Result<()> {
+    let client = reqwest::Client::new();
+    let send = |c: &Call| {
+        let mut r = client.post(&c.url).header("content-type", "application/json").body(c.body.clone());
+        for (k, v) in &c.headers {
+            r = r.header(k, v);
+        }
+        r.send()
+    };
+    let r = send(&t.json).await?;
+    let status = r.status();
+    let text = r.text().await?;
+    if status != 200 || !text.contains(mock::WORDS[0].trim()) {
+        bail!("JSON request: HTTP {status}: {}", text.chars().take(300).collect::<String>());
+    }
+    let r = send(&t.stream).await?;
+    let status = r.status();
+    let text = r.text().await?;
+    // Gatehouse re-chunks the text (its output scan holds back a short tail), so look for frames, not words.
+    if status != 200 || !text.contains("\"content\"") || !text.contains("[DONE]") {
+        bail!("stream request: HTTP {status}: {}", text.chars().take(300).collect::<String>());
+    }
+    Ok(())
+}
+
+async fn measure(o: &Opts, t: &targets::Target, row: &mut Row) -> anyhow::Result<()> {
+    let pid = t.pid;
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    row.idle_kib = pid.map(procstat::rss_kib);
+    sanity(t).await?;
+    // Warm-up: connections, caches, lazy plugin instances.
+    load::oha(&o.oha, &t.json, Some(200), 16, 2)?;
+    let _ = load::streams(&t.stream, t.kind, 50, 1).await;
+    for &rate in &o.rates {
+        eprintln!("  {}: JSON at {rate} req/s", t.name);
+        let r = load::oha(&o.oha, &t.json, Some(rate), 64, o.secs)?;
+        row.fixed.push((rate, r));
+    }
+    for &rate in &o.rates {
+        eprintln!("  {}: streams at {rate} req/s", t.name);
+        let r = load::streams(&t.stream, t.kind, rate, o.secs).await;
+        row.streams.push((rate, r));
+    }
+    eprintln!("  {}: max throughput, {} connections", t.name, o.conns);
+    let before = pid.map(procstat::cpu_ticks);
+    let r = load::oha(&o.oha, &t.json, None, o.conns, o.secs)?;
+    let after = pid.map(procstat::cpu_ticks);
+    if let (Some(b), Some(a)) = (before, after) {
+        let secs = (a.saturating_sub(b)) as f64 / procstat::clk_tck() as f64;
+        row.cpu_us_per_req = (r.ok > 0).then(|| secs * 1e6 / r.ok as f64);
+    }
+    row.max = Some(r);
+    row.peak_kib = pid.map(procstat::hwm_kib);
+    Ok(())
+}
+
+async fn run(o: Opts) -> anyhow::Result<()> {
+    let load_before = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let started = chrono::Utc::now();
+    let gh_wanted = wanted(&o, "durable") || wanted(&o, "relaxed");
+    // Builds the release binary (and the bundled plugins) if needed.
+    let gatehouse_bin = if gh_wanted { gatehouse_tests::server::binary().to_path_buf() } else { PathBuf::new() };
+    let (mock, mock_port) = start_mock(&o)?;
+    let mock_pid = mock.0.id();
+    let mut rows: Vec<Row> = Vec::new();
+
+    type Starter<'a> = Box<dyn Fn() -> anyhow::Result<targets::Target> + 'a>;
+    let list: Vec<(&str, &str, Starter)> = vec![
+        ("direct", "direct to mock", Box::new(|| Ok(targets::direct(mock_port, mock_pid)))),
+        ("nginx", "nginx", Box::new(|| targets::nginx(mock_port))),
+        ("litellm", "LiteLLM", Box::new(|| targets::litellm(&o.litellm, mock_port))),
+        ("durable", "Gatehouse (durable)", Box::new(|| targets::gatehouse(&gatehouse_bin, mock_port, true))),
+        ("relaxed", "Gatehouse (relaxed)", Box::new(|| targets::gatehouse(&gatehouse_bin, mock_port, false))),
+    ];
+    if gh_wanted {
+        // Start-up is measured with a warm compiled-plugin cache: fill it first.
+        eprintln!("warming Gatehouse's compiled-plugin cache");
+        drop(targets::gatehouse(&gatehouse_bin, mock_port, false)?);
+    }
+    for (tag, name, start) in &list {
+        if !wanted(&o, tag) {
+            continue;
+        }
+        eprintln!("{name}: starting");
+        let mut row = Row::new(name);
+        match start() {
+            Ok(t) => {
+                row.startup = t.startup;
+                if let Err(e) = measure(&o, &t, &mut row).await {
+                    eprintln!("{name}: {e:#}");
+                    row.failure = Some(format!("{e:#}").lines().next().unwrap_or_default().to_owned());
+                }
+            }
+            Err(e) => {
+                eprintln!("{name}: could not start: {e:#}");
+                row.failure = Some(format!("could not start: {}", format!("{e:#}").lines().next().unwrap_or_default()));
+            }
+        }
+        rows.push(row);
+    }
+    drop(mock);
+    let load_after = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
+    let header = format!(
+        "Gatehouse comparative benchmark, {} UTC; mock answer time {} ms (+{} ms between stream deltas); {} s per phase; \
+         max throughput with {} connections\nloadavg before: {}loadavg after:  {}",
+        started.format("%Y-%m-%d %H:%M"),
+        o.delay_ms,
+        o.chunk_delay_ms,
+        o.secs,
+        o.conns,
+        load_before,
+        load_after
+    );
+    let text = table::render(&rows, &o.rates);
+    println!("{header}\n{text}");
+    if let Some(path) = &o.markdown {
+        std::fs::write(path, format!("{header}\n{text}"))?;
+    }
+    Ok(())
+}

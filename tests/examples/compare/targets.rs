@@ -1,0 +1,244 @@
+//! Starting the systems under test, each pinned to core 1 (`taskset -c 1`):
+//! nginx as a plain reverse proxy, LiteLLM's proxy, and Gatehouse with its
+//! default pipeline; plus the mock itself as the direct baseline.
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use anyhow::{Context, bail};
+
+use crate::load::{Call, StreamKind};
+
+/// A running system under test.
+pub struct Target {
+    pub name: String,
+    /// Root of the process tree to measure (`None`: not ours to measure).
+    pub pid: Option<u32>,
+    pub json: Call,
+    pub stream: Call,
+    pub kind: StreamKind,
+    /// Spawn to first healthy answer.
+    pub startup: Option<Duration>,
+    child: Option<Child>,
+    _dir: Option<tempfile::TempDir>,
+}
+
+impl Drop for Target {
+    fn drop(&mut self) {
+        if let Some(mut c) = self.child.take() {
+            // SIGTERM first: nginx's master takes its workers down with it.
+            let _ = Command::new("kill").arg("-TERM").arg(c.id().to_string()).status();
+            let deadline = Instant::now() + Duration::from_secs(10);
+            while Instant::now() < deadline {
+                if let Ok(Some(_)) = c.try_wait() {
+                    return;
+                }
+                std::thread::sleep(Duration::from_millis(20));
+            }
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}
+
+pub fn free_port() -> anyhow::Result<u16> {
+    Ok(TcpListener::bind("127.0.0.1:0")?.local_addr()?.port())
+}
+
+/// The chat body every OpenAI-style target gets (the same prompt Gatehouse gets).
+pub const PROMPT: &str = "Summarise in one sentence why a gateway should add little latency.";
+
+fn openai_calls(base: &str, model: &str) -> (Call, Call) {
+    let msgs = serde_json::json!([{"role": "user", "content": PROMPT}]);
+    let json = serde_json::json!({"model": model, "messages": msgs}).to_string();
+    let stream = serde_json::json!({"model": model, "messages": msgs, "stream": true}).to_string();
+    let url = format!("{base}/v1/chat/completions");
+    (Call { url: url.clone(), body: json, headers: vec![] }, Call { url, body: stream, headers: vec![] })
+}
+
+/// Poll `http://127.0.0.1:{port}{path}` until it answers 200; returns the time since `t0`.
+/// Plain blocking HTTP/1.0 over std's TCP: no client runtime inside the driver's runtime.
+fn wait_healthy(port: u16, path: &str, t0: Instant, limit: Duration, child: &mut Child) -> anyhow::Result<Duration> {
+    use std::io::{Read, Write};
+    loop {
+        if let Ok(mut s) = std::net::TcpStream::connect(("127.0.0.1", port)) {
+            let _ = s.set_read_timeout(Some(Duration::from_secs(2)));
+            let mut head = [0u8; 16];
+            if s.write_all(format!("GET {path} HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n").as_bytes()).is_ok()
+                && s.read(&mut head).is_ok_and(|n| n >= 12)
+                && head[9..12] == *b"200"
+            {
+                return Ok(t0.elapsed());
+            }
+        }
+        if let Ok(Some(status)) = child.try_wait() {
+            bail!("exited during start-up ({status})");
+        }
+        if t0.elapsed() > limit {
+            let _ = child.kill();
+            let _ = child.wait();
+            bail!("not healthy after {limit:?}");
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+}
+
+fn pinned(program: &Path) -> Command {
+    let mut c = Command::new("taskset");
+    c.arg("-c").arg("1").arg(program);
+    c
+}
+
+/// The mock itself: the baseline every "added" figure subtracts.
+pub fn direct(mock_port: u16, mock_pid: u32) -> Target {
+    let (json, stream) = openai_calls(&format!("http://127.0.0.1:{mock_port}"), "gpt-mock");
+    Target {
+        name: "direct to mock".into(),
+        pid: Some(mock_pid),
+        json,
+        stream,
+        kind: StreamKind::OpenAi,
+        startup: None,
+        child: None,
+        _dir: None,
+    }
+}
+
+pub fn nginx(mock_port: u16) -> anyhow::Result<Target> {
+    let bin = ["/usr/sbin/nginx", "/usr/bin/nginx"].iter().map(PathBuf::from).find(|p| p.is_file()).context("nginx is not installed")?;
+    let dir = tempfile::Builder::new().prefix("bench-nginx-").tempdir()?;
+    let port = free_port()?;
+    let p = dir.path().display().to_string();
+    let conf = format!(
+        "worker_processes 1;\nuser root;\npid {p}/nginx.pid;\nerror_log {p}/error.log warn;\n\
+         events {{ worker_connections 4096; }}\n\
+         http {{\n  access_log off;\n  client_body_temp_path {p}/body;\n  proxy_temp_path {p}/proxy;\n  fastcgi_temp_path {p}/fastcgi;\n  uwsgi_temp_path {p}/uwsgi;\n  scgi_temp_path {p}/scgi;\n\
+         \x20 upstream mock {{ server 127.0.0.1:{mock_port}; keepalive 128; }}\n\
+         \x20 server {{\n    listen 127.0.0.1:{port};\n    location = /health {{ return 200 \"ok\"; }}\n\
+         \x20   location / {{ proxy_pass http://mock; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_buffering off; }}\n  }}\n}}\n"
+    );
+    let conf_path = dir.path().join("nginx.conf");
+    std::fs::write(&conf_path, conf)?;
+    let t0 = Instant::now();
+    let mut child = pinned(&bin)
+        .arg("-p")
+        .arg(dir.path())
+        .arg("-c")
+        .arg(&conf_path)
+        .args(["-g", "daemon off;"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .context("spawn nginx")?;
+    let startup = wait_healthy(port, "/health", t0, Duration::from_secs(20), &mut child)?;
+    let (json, stream) = openai_calls(&format!("http://127.0.0.1:{port}"), "gpt-mock");
+    Ok(Target {
+        name: "nginx".into(),
+        pid: Some(child.id()),
+        json,
+        stream,
+        kind: StreamKind::OpenAi,
+        startup: Some(startup),
+        child: Some(child),
+        _dir: Some(dir),
+    })
+}
+
+/// LiteLLM's proxy refuses to start without a master key; requests then authenticate with it.
+const LITELLM_KEY: &str = "sk-bench-litellm-0123456789abcdef";
+
+pub fn litellm(bin: &Path, mock_port: u16) -> anyhow::Result<Target> {
+    if !bin.is_file() {
+        bail!("LiteLLM is not installed at {}", bin.display());
+    }
+    let dir = tempfile::Builder::new().prefix("bench-litellm-").tempdir()?;
+    let port = free_port()?;
+    let conf = format!(
+        "model_list:\n  - model_name: gpt-mock\n    litellm_params:\n      model: openai/gpt-mock\n      api_base: http://127.0.0.1:{mock_port}/v1\n      api_key: sk-mock\n\
+         litellm_settings:\n  telemetry: false\n  drop_params: true\n"
+    );
+    let conf_path = dir.path().join("config.yaml");
+    std::fs::write(&conf_path, conf)?;
+    let log = std::fs::File::create(dir.path().join("litellm.log"))?;
+    let t0 = Instant::now();
+    let mut child = pinned(bin)
+        .arg("--config")
+        .arg(&conf_path)
+        .args(["--host", "127.0.0.1", "--port", &port.to_string(), "--num_workers", "1"])
+        .current_dir(dir.path())
+        // No network at start-up: the cost map ships in the package.
+        .env("LITELLM_MASTER_KEY", LITELLM_KEY)
+        .env("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+        .stdin(Stdio::null())
+        .stdout(log.try_clone()?)
+        .stderr(log)
+        .spawn()
+        .context("spawn litellm")?;
+    let startup = wait_healthy(port, "/health/liveliness", t0, Duration::from_secs(240), &mut child)
+        .with_context(|| format!("LiteLLM log:\n{}", std::fs::read_to_string(dir.path().join("litellm.log")).unwrap_or_default()))?;
+    let (json, stream) = openai_calls(&format!("http://127.0.0.1:{port}"), "gpt-mock");
+    Ok(Target {
+        name: "LiteLLM".into(),
+        pid: Some(child.id()),
+        json,
+        stream,
+        kind: StreamKind::OpenAi,
+        startup: Some(startup),
+        child: Some(child),
+        _dir: Some(dir),
+    })
+}
+
+/// Gatehouse with its default pipeline (policy `internal`: Prompt Shield,
+/// PII/DLP, `provider-openai` to the mock) and chat limits raised.
+pub fn gatehouse(bin: &Path, mock_port: u16, durable: bool) -> anyhow::Result<Target> {
+    let dir = tempfile::Builder::new().prefix("bench-gatehouse-").tempdir()?;
+    let port = free_port()?;
+    let data = dir.path().join("data");
+    let key = "sk-bench-admin-0123456789abcdefghijklmnopqrstuvwxyz";
+    let conf = format!(
+        "listen = \"127.0.0.1:{port}\"\ndata_dir = \"{}\"\ndurable_writes = {durable}\n\
+         [limits.chat]\nper_minute = 100000000\nper_hour = 100000000\nper_day = 100000000\nper_month = 1000000000\n\
+         [providers.openai]\nplugin = \"provider-openai\"\nbase_url = \"http://127.0.0.1:{mock_port}/v1\"\nmodels = [\"openai/gpt-mock\"]\n",
+        data.display()
+    );
+    let conf_path = dir.path().join("gatehouse.toml");
+    std::fs::write(&conf_path, conf)?;
+    let log = std::fs::File::create(dir.path().join("gatehouse.log"))?;
+    let t0 = Instant::now();
+    let mut child = pinned(bin)
+        .arg("serve")
+        .arg("--config")
+        .arg(&conf_path)
+        .current_dir(dir.path())
+        .env("GATEHOUSE_BOOTSTRAP_ADMIN_KEY", key)
+        .env("RUST_LOG", "warn")
+        .env_remove("GATEHOUSE_CONFIG")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .context("spawn gatehouse")?;
+    let startup = wait_healthy(port, "/health", t0, Duration::from_secs(120), &mut child)
+        .with_context(|| format!("Gatehouse log:\n{}", std::fs::read_to_string(dir.path().join("gatehouse.log")).unwrap_or_default()))?;
+    let url = format!("http://127.0.0.1:{port}/chat/completions");
+    let body = |stream: bool| {
+        serde_json::json!({"model": "openai/gpt-mock", "index": "Zero-Knowledge", "messages": [{"role": "user", "content": PROMPT}], "stream": stream})
+            .to_string()
+    };
+    let headers = vec![("authorization".to_owned(), format!("Bearer {key}"))];
+    let name = if durable { "Gatehouse (durable)" } else { "Gatehouse (relaxed)" };
+    Ok(Target {
+        name: name.into(),
+        pid: Some(child.id()),
+        json: Call { url: url.clone(), body: body(false), headers: headers.clone() },
+        stream: Call { url, body: body(true), headers },
+        kind: StreamKind::Gatehouse,
+        startup: Some(startup),
+        child: Some(child),
+        _dir: Some(dir),
+    })
+}
