@@ -229,6 +229,11 @@ async fn run(o: Opts) -> anyhow::Result<()> {
                 row.startup = t.startup;
                 if let Err(e) = measure(&o, &t, &mut row).await {
                     eprintln!("{name}: {e:#}");
+                    if let Some(log) = t.log.as_ref().and_then(|p| std::fs::read(p).ok()).map(|b| String::from_utf8_lossy(&b).into_owned())
+                    {
+                        let lines: Vec<&str> = log.lines().collect();
+                        eprintln!("{name}: end of its log:\n{}", lines[lines.len().saturating_sub(40)..].join("\n"));
+                    }
                     row.failure = Some(format!("{e:#}").lines().next().unwrap_or_default().to_owned());
                 }
             }

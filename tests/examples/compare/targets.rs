@@ -21,6 +21,8 @@ pub struct Target {
     pub kind: StreamKind,
     /// Spawn to first healthy answer.
     pub startup: Option<Duration>,
+    /// The target's own log, if it writes one (shown when a check fails).
+    pub log: Option<PathBuf>,
     child: Option<Child>,
     _dir: Option<tempfile::TempDir>,
 }
@@ -101,6 +103,7 @@ pub fn direct(mock_port: u16, mock_pid: u32) -> Target {
         stream,
         kind: StreamKind::OpenAi,
         startup: None,
+        log: None,
         child: None,
         _dir: None,
     }
@@ -142,6 +145,7 @@ pub fn nginx(mock_port: u16) -> anyhow::Result<Target> {
         stream,
         kind: StreamKind::OpenAi,
         startup: Some(startup),
+        log: Some(dir.path().join("gatehouse.log")),
         child: Some(child),
         _dir: Some(dir),
     })
@@ -158,7 +162,7 @@ pub fn litellm(bin: &Path, mock_port: u16) -> anyhow::Result<Target> {
     let port = free_port()?;
     let conf = format!(
         "model_list:\n  - model_name: gpt-mock\n    litellm_params:\n      model: openai/gpt-mock\n      api_base: http://127.0.0.1:{mock_port}/v1\n      api_key: sk-mock\n\
-         litellm_settings:\n  telemetry: false\n  drop_params: true\n"
+         litellm_settings:\n  telemetry: false\n"
     );
     let conf_path = dir.path().join("config.yaml");
     std::fs::write(&conf_path, conf)?;
@@ -187,6 +191,7 @@ pub fn litellm(bin: &Path, mock_port: u16) -> anyhow::Result<Target> {
         stream,
         kind: StreamKind::OpenAi,
         startup: Some(startup),
+        log: Some(dir.path().join("gatehouse.log")),
         child: Some(child),
         _dir: Some(dir),
     })
@@ -238,6 +243,7 @@ pub fn gatehouse(bin: &Path, mock_port: u16, durable: bool) -> anyhow::Result<Ta
         stream: Call { url, body: body(true), headers },
         kind: StreamKind::Gatehouse,
         startup: Some(startup),
+        log: Some(dir.path().join("gatehouse.log")),
         child: Some(child),
         _dir: Some(dir),
     })
