@@ -1,10 +1,10 @@
 //! HTTP surface: the route table, error formats, extractors.
 
 pub mod admin;
-pub mod intake;
 pub mod discovery;
 pub mod error;
 pub mod health;
+pub mod intake;
 pub mod json;
 pub mod lists;
 pub mod openapi;
