@@ -10,6 +10,8 @@ pub const BAD_SPIN: &str = env!("TEST_PLUGIN_BAD_SPIN");
 pub const BAD_MEMORY: &str = env!("TEST_PLUGIN_BAD_MEMORY");
 pub const BAD_RECURSION: &str = env!("TEST_PLUGIN_BAD_RECURSION");
 pub const BAD_HUGE: &str = env!("TEST_PLUGIN_BAD_HUGE");
+pub const BAD_ESCAPE: &str = env!("TEST_PLUGIN_BAD_ESCAPE");
+pub const BAD_MALFORMED: &str = env!("TEST_PLUGIN_BAD_MALFORMED");
 
 /// Put a component into a watched folder the way operators are told to:
 /// write under a temporary name the loader ignores, then rename into place.

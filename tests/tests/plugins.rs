@@ -49,6 +49,8 @@ async fn faulty_plugins_fail_alone_within_their_deadline() {
         ("memory.wasm", plugins::BAD_MEMORY),
         ("recursion.wasm", plugins::BAD_RECURSION),
         ("huge.wasm", plugins::BAD_HUGE),
+        ("escape.wasm", plugins::BAD_ESCAPE),
+        ("malformed.wasm", plugins::BAD_MALFORMED),
     ] {
         install(src, &dir, file);
     }
@@ -61,6 +63,8 @@ async fn faulty_plugins_fail_alone_within_their_deadline() {
             ("memory", "bad-memory"),
             ("recursion", "bad-recursion"),
             ("huge", "bad-huge"),
+            ("escape", "bad-escape"),
+            ("malformed", "bad-malformed"),
         ]))
         .toml("[plugins]\ncall_timeout_ms = 300\nmemory_limit_mb = 32\n")
         .start();
@@ -77,6 +81,8 @@ async fn faulty_plugins_fail_alone_within_their_deadline() {
         ("memory", "bad-memory", "memory limit"),
         ("recursion", "bad-recursion", "trapped"),
         ("huge", "bad-huge", "memory limit"),
+        // Files, the root folder, sockets and the environment are all out of reach.
+        ("escape", "bad-escape", "sandbox held"),
     ] {
         let started = Instant::now();
         let (st, v) = post(&s, &body(json!([format!("{prefix}/m"), "echo/default"]))).await;
@@ -90,6 +96,12 @@ async fn faulty_plugins_fail_alone_within_their_deadline() {
         assert!(msg.contains(expect), "{prefix}: {msg}");
         assert!(took < Duration::from_secs(5), "{prefix} took {took:?}");
     }
+    // A plugin that describes a file:// request with header injection gets nowhere.
+    let (st, v) = post(&s, &body(json!(["malformed/m", "echo/default"]))).await;
+    assert_eq!(st, 200, "malformed: {v}");
+    let a = &v["metadata"]["failover"]["attempts"][0];
+    assert_eq!(a["reason"], "server_error", "malformed: {a}");
+    assert!(a["message"].as_str().expect("message").contains("non-HTTP URL"), "malformed: {a}");
     // Memory stays bounded over repeated memory bombs.
     for _ in 0..20 {
         post(&s, &body(json!(["memory/m", "echo/default"]))).await;

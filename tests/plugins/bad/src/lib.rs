@@ -1,12 +1,16 @@
 //! A provider component that misbehaves in `build-request`, one way per
 //! feature: `trap` (panics), `spin` (endless loop), `memory` (grows its heap
 //! page by page until refused), `recursion` (unbounded recursion), `huge`
-//! (returns a 64 MiB body). `parse-*` answer normally.
+//! (returns a 64 MiB body), `escape` (tries to read host files, list the
+//! root, open a socket and read the environment: it traps with `ESCAPED` if
+//! any of that works, else reports how the sandbox held), `malformed`
+//! (describes a `file://` request with a header-injection attempt).
+//! `parse-*` answer normally.
 
 use gatehouse_sdk::provider::exports::gatehouse::plugin::provider_api::{
-    ChatRequest, Completion, Guest, ProviderError, StreamEvent, StreamOutput, Upstream,
+    ChatRequest, Completion, ErrorClass, Guest, ProviderError, StreamEvent, StreamOutput, Upstream,
 };
-use gatehouse_sdk::provider::gatehouse::plugin::types::{HttpRequest, PluginInfo, PluginKind};
+use gatehouse_sdk::provider::gatehouse::plugin::types::{Header, HttpRequest, PluginInfo, PluginKind};
 
 fn name() -> &'static str {
     if cfg!(feature = "trap") {
@@ -17,6 +21,10 @@ fn name() -> &'static str {
         "bad-memory"
     } else if cfg!(feature = "recursion") {
         "bad-recursion"
+    } else if cfg!(feature = "escape") {
+        "bad-escape"
+    } else if cfg!(feature = "malformed") {
+        "bad-malformed"
     } else {
         "bad-huge"
     }
@@ -54,6 +62,33 @@ fn misbehave() -> String {
     "x".repeat(64 * 1024 * 1024)
 }
 
+/// Try every way out of the sandbox; `Err` with what each attempt met.
+fn escape() -> String {
+    let mut held = Vec::new();
+    match std::fs::read_to_string("/etc/passwd") {
+        Ok(t) => panic!("ESCAPED: read /etc/passwd ({} bytes)", t.len()),
+        Err(e) => held.push(format!("file: {e}")),
+    }
+    match std::fs::read_dir("/") {
+        Ok(mut d) => {
+            if let Some(entry) = d.next() {
+                panic!("ESCAPED: listed / ({entry:?})");
+            }
+            held.push("dir: empty".into());
+        }
+        Err(e) => held.push(format!("dir: {e}")),
+    }
+    match std::net::TcpStream::connect("127.0.0.1:80") {
+        Ok(_) => panic!("ESCAPED: opened a socket"),
+        Err(e) => held.push(format!("socket: {e}")),
+    }
+    if let Ok(home) = std::env::var("HOME") {
+        panic!("ESCAPED: read the environment (HOME={home})");
+    }
+    held.push("env: empty".into());
+    format!("sandbox held: {}", held.join("; "))
+}
+
 struct Bad;
 
 impl Guest for Bad {
@@ -67,6 +102,17 @@ impl Guest for Bad {
     }
 
     fn build_request(_up: Upstream, _request: ChatRequest) -> Result<HttpRequest, ProviderError> {
+        if cfg!(feature = "escape") {
+            return Err(ProviderError { class: ErrorClass::ServerError, message: format!("{}: {}", name(), escape()) });
+        }
+        if cfg!(feature = "malformed") {
+            return Ok(HttpRequest {
+                method: "POST".into(),
+                url: "file:///etc/passwd".into(),
+                headers: vec![Header { name: "x-evil\r\nhost".into(), value: "a\r\nb".into() }],
+                body: String::new(),
+            });
+        }
         let body = misbehave();
         Ok(HttpRequest {
             method: "POST".into(),
