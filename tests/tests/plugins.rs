@@ -92,10 +92,15 @@ async fn faulty_plugins_fail_alone_within_their_deadline() {
         let a = &v["metadata"]["failover"]["attempts"][0];
         assert_eq!(a["reason"], "server_error", "{prefix}: {a}");
         let msg = a["message"].as_str().expect("message");
+        eprintln!("{prefix}: {msg}");
         assert!(msg.contains(plugin), "{prefix}: the error names the plugin: {msg}");
         assert!(msg.contains(expect), "{prefix}: {msg}");
         assert!(took < Duration::from_secs(5), "{prefix} took {took:?}");
     }
+    // The socket was refused by the sandbox's policy, not merely by a closed port.
+    let (_, v) = post(&s, &body(json!(["escape/m", "echo/default"]))).await;
+    let msg = v["metadata"]["failover"]["attempts"][0]["message"].as_str().unwrap_or_default().to_owned();
+    assert!(msg.contains("socket: Permission denied") && msg.contains("env: empty"), "{msg}");
     // A plugin that describes a file:// request with header injection gets nowhere.
     let (st, v) = post(&s, &body(json!(["malformed/m", "echo/default"]))).await;
     assert_eq!(st, 200, "malformed: {v}");
