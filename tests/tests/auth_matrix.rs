@@ -90,7 +90,6 @@ async fn every_route_answers_every_kind_of_caller_as_expected() {
     let (_, plain_secret, _) = s.create_key(json!({"name": "plain"})).await;
     let plain = format!("Bearer {plain_secret}");
     let (_, other_secret, _) = s.create_key(json!({"name": "other tenant"})).await;
-    let other = format!("Bearer {other_secret}");
     let (_, revoked_secret, revoked_id) = s.create_key(json!({"name": "revoked admin", "admin": true})).await;
     let r = s.admin(Method::POST, &format!("/api/admin/keys/{revoked_id}/revoke")).send().await.expect("revoke");
     assert_eq!(r.status(), 200);
