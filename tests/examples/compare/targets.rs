@@ -93,6 +93,24 @@ fn pinned(program: &Path) -> Command {
     c
 }
 
+impl Target {
+    /// A proxy in front of the mock that speaks OpenAI's API on `port` (model `gpt-mock`).
+    fn openai_proxy(name: &str, port: u16, startup: Duration, log: PathBuf, child: Child, dir: tempfile::TempDir) -> Target {
+        let (json, stream) = openai_calls(&format!("http://127.0.0.1:{port}"), "gpt-mock");
+        Target {
+            name: name.into(),
+            pid: Some(child.id()),
+            json,
+            stream,
+            kind: StreamKind::OpenAi,
+            startup: Some(startup),
+            log: Some(log),
+            child: Some(child),
+            _dir: Some(dir),
+        }
+    }
+}
+
 /// The mock itself: the baseline every "added" figure subtracts.
 pub fn direct(mock_port: u16, mock_pid: u32) -> Target {
     let (json, stream) = openai_calls(&format!("http://127.0.0.1:{mock_port}"), "gpt-mock");
@@ -137,18 +155,8 @@ pub fn nginx(mock_port: u16) -> anyhow::Result<Target> {
         .spawn()
         .context("spawn nginx")?;
     let startup = wait_healthy(port, "/health", t0, Duration::from_secs(20), &mut child)?;
-    let (json, stream) = openai_calls(&format!("http://127.0.0.1:{port}"), "gpt-mock");
-    Ok(Target {
-        name: "nginx".into(),
-        pid: Some(child.id()),
-        json,
-        stream,
-        kind: StreamKind::OpenAi,
-        startup: Some(startup),
-        log: Some(dir.path().join("gatehouse.log")),
-        child: Some(child),
-        _dir: Some(dir),
-    })
+    let log = dir.path().join("error.log");
+    Ok(Target::openai_proxy("nginx", port, startup, log, child, dir))
 }
 
 /// LiteLLM's proxy refuses to start without a master key; requests then authenticate with it.
@@ -183,18 +191,8 @@ pub fn litellm(bin: &Path, mock_port: u16) -> anyhow::Result<Target> {
         .context("spawn litellm")?;
     let startup = wait_healthy(port, "/health/liveliness", t0, Duration::from_secs(240), &mut child)
         .with_context(|| format!("LiteLLM log:\n{}", std::fs::read_to_string(dir.path().join("litellm.log")).unwrap_or_default()))?;
-    let (json, stream) = openai_calls(&format!("http://127.0.0.1:{port}"), "gpt-mock");
-    Ok(Target {
-        name: "LiteLLM".into(),
-        pid: Some(child.id()),
-        json,
-        stream,
-        kind: StreamKind::OpenAi,
-        startup: Some(startup),
-        log: Some(dir.path().join("gatehouse.log")),
-        child: Some(child),
-        _dir: Some(dir),
-    })
+    let log = dir.path().join("litellm.log");
+    Ok(Target::openai_proxy("LiteLLM", port, startup, log, child, dir))
 }
 
 /// Gatehouse with its default pipeline (policy `internal`: Prompt Shield,
