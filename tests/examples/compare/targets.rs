@@ -95,8 +95,22 @@ fn pinned(program: &Path) -> Command {
 
 impl Target {
     /// A proxy in front of the mock that speaks OpenAI's API on `port` (model `gpt-mock`).
-    fn openai_proxy(name: &str, port: u16, startup: Duration, log: PathBuf, child: Child, dir: tempfile::TempDir) -> Target {
-        let (json, stream) = openai_calls(&format!("http://127.0.0.1:{port}"), "gpt-mock");
+    /// `key`: sent as a bearer token when the proxy wants one.
+    fn openai_proxy(
+        name: &str,
+        port: u16,
+        key: Option<&str>,
+        startup: Duration,
+        log: PathBuf,
+        child: Child,
+        dir: tempfile::TempDir,
+    ) -> Target {
+        let (mut json, mut stream) = openai_calls(&format!("http://127.0.0.1:{port}"), "gpt-mock");
+        if let Some(key) = key {
+            for call in [&mut json, &mut stream] {
+                call.headers.push(("authorization".into(), format!("Bearer {key}")));
+            }
+        }
         Target {
             name: name.into(),
             pid: Some(child.id()),
@@ -156,7 +170,7 @@ pub fn nginx(mock_port: u16) -> anyhow::Result<Target> {
         .context("spawn nginx")?;
     let startup = wait_healthy(port, "/health", t0, Duration::from_secs(20), &mut child)?;
     let log = dir.path().join("error.log");
-    Ok(Target::openai_proxy("nginx", port, startup, log, child, dir))
+    Ok(Target::openai_proxy("nginx", port, None, startup, log, child, dir))
 }
 
 /// LiteLLM's proxy refuses to start without a master key; requests then authenticate with it.
@@ -192,7 +206,7 @@ pub fn litellm(bin: &Path, mock_port: u16) -> anyhow::Result<Target> {
     let startup = wait_healthy(port, "/health/liveliness", t0, Duration::from_secs(240), &mut child)
         .with_context(|| format!("LiteLLM log:\n{}", std::fs::read_to_string(dir.path().join("litellm.log")).unwrap_or_default()))?;
     let log = dir.path().join("litellm.log");
-    Ok(Target::openai_proxy("LiteLLM", port, startup, log, child, dir))
+    Ok(Target::openai_proxy("LiteLLM", port, Some(LITELLM_KEY), startup, log, child, dir))
 }
 
 /// Gatehouse with its default pipeline (policy `internal`: Prompt Shield,
