@@ -125,6 +125,18 @@ fn shield_passages(
         p.meta.prompt_shield_policy.as_ref().and_then(|m| m["mode"].as_str()).and_then(Strictness::parse).unwrap_or(Strictness::Balanced);
     let config = app.config().plugins.plugin_config(PROMPT_SHIELD).to_string();
     let who = subject(ctx, p);
+    // One inspection of every passage first: the usual case (nothing blocked)
+    // costs one plugin call. Only when something is blocked are the passages
+    // inspected one by one, to find which to leave out.
+    let texts: Vec<String> = passages.iter().map(|x| x.text.clone()).collect();
+    let recorded = guarded.verdicts.len();
+    match security::shield(detector.as_ref(), Stage::Retrieved, mode, &config, &texts, &who, guarded) {
+        Ok(_) => return Ok(passages),
+        Err(refusal) if refusal.error.status == StatusCode::FORBIDDEN && !refusal.events.is_empty() => {
+            guarded.verdicts.truncate(recorded);
+        }
+        Err(refusal) => return Err(refusal),
+    }
     let mut kept = Vec::with_capacity(passages.len());
     for passage in passages {
         let texts = [passage.text.clone()];
