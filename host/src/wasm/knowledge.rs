@@ -93,14 +93,13 @@ impl Knowledge {
             .of_kind(&ix.retriever, Kind::Retriever)
             .ok_or_else(|| RetrievalError::NotLoaded(ix.retriever.clone()))?;
         let folder = ix.folder(index, &cfg.data_dir);
-        let fingerprint = format!("{}|{}|{:?}|{}|{}|{}", plugin.sha256, ix.config, folder, ix.timeout_ms, ix.build_timeout_ms, ix.top_k);
         let mut pools = self.pools.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(pool) = pools.get(index) {
-            if pool.fingerprint == fingerprint {
+            if pool.serves(ix, &plugin, &folder) {
                 return Ok(pool.clone());
             }
         }
-        let pool = IndexPool::new(index, ix, plugin, folder, fingerprint);
+        let pool = IndexPool::new(index, ix, plugin, folder);
         pools.insert(index.to_owned(), pool.clone());
         Ok(pool)
     }
@@ -115,13 +114,12 @@ impl KnowledgeBases for Knowledge {
 /// Warm instances of one knowledge base.
 struct IndexPool {
     index: String,
-    fingerprint: String,
+    /// The `[indexes.<name>]` entry it was built from.
+    settings: IndexConfig,
     plugin: Arc<Plugin>,
     folder: Option<PathBuf>,
     /// `config-json` of every call: the index's config plus `root`.
     config_json: String,
-    query_ms: u64,
-    build_ms: u64,
     state: Mutex<PoolState>,
     freed: Condvar,
     /// Kept alive with the pool; dropping it ends the re-index thread.
@@ -137,19 +135,17 @@ struct PoolState {
 }
 
 impl IndexPool {
-    fn new(index: &str, ix: &IndexConfig, plugin: Arc<Plugin>, folder: Option<PathBuf>, fingerprint: String) -> Arc<Self> {
+    fn new(index: &str, ix: &IndexConfig, plugin: Arc<Plugin>, folder: Option<PathBuf>) -> Arc<Self> {
         let mut config = ix.config.clone();
         if folder.is_some() {
             config["root"] = serde_json::json!(GUEST_ROOT);
         }
         let pool = Arc::new(IndexPool {
             index: index.to_owned(),
-            fingerprint,
+            settings: ix.clone(),
             plugin,
             folder,
             config_json: config.to_string(),
-            query_ms: ix.timeout_ms,
-            build_ms: ix.build_timeout_ms,
             state: Mutex::new(PoolState { generation: 0, idle: Vec::new(), live: 0 }),
             freed: Condvar::new(),
             watcher: Mutex::new(None),
@@ -163,6 +159,15 @@ impl IndexPool {
             }
         }
         pool
+    }
+
+    /// Does this pool still match the config entry, the loaded plugin and the folder?
+    fn serves(&self, ix: &IndexConfig, plugin: &Plugin, folder: &Option<PathBuf>) -> bool {
+        let s = &self.settings;
+        self.plugin.sha256 == plugin.sha256
+            && self.folder == *folder
+            && s.config == ix.config
+            && (s.timeout_ms, s.build_timeout_ms, s.top_k) == (ix.timeout_ms, ix.build_timeout_ms, ix.top_k)
     }
 
     fn request(&self, query: &str, k: u32) -> RetrieveRequest {
@@ -180,7 +185,7 @@ impl IndexPool {
         let started = Instant::now();
         let mounts: Vec<(&Path, &str)> = self.folder.iter().map(|f| (f.as_path(), GUEST_ROOT)).collect();
         let mut w = self.plugin.warm_retriever(&mounts).map_err(|e| RetrievalError::Failed(e.to_string()))?;
-        match w.retrieve(&self.request("", 0), self.build_ms) {
+        match w.retrieve(&self.request("", 0), self.settings.build_timeout_ms) {
             Ok(Ok(_)) => {
                 tracing::info!(index = %self.index, plugin = %self.plugin.name, ms = started.elapsed().as_millis() as u64, "knowledge base indexed");
                 Ok(w)
@@ -199,7 +204,7 @@ impl IndexPool {
 
     /// An idle instance, or a new one if the pool has room; else wait for one.
     fn checkout(&self) -> Result<(WarmRetriever, u64), RetrievalError> {
-        let deadline = Instant::now() + Duration::from_millis(self.query_ms.max(self.build_ms));
+        let deadline = Instant::now() + Duration::from_millis(self.settings.timeout_ms.max(self.settings.build_timeout_ms));
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         loop {
             if let Some(w) = st.idle.pop() {
@@ -244,7 +249,7 @@ impl IndexPool {
 
     fn query(&self, query: &str, k: u32) -> Result<Vec<Passage>, RetrievalError> {
         let (mut w, generation) = self.checkout()?;
-        let out = w.retrieve(&self.request(query, k), self.query_ms);
+        let out = w.retrieve(&self.request(query, k), self.settings.timeout_ms);
         self.checkin(w, generation);
         match out {
             Ok(Ok(docs)) => Ok(docs
