@@ -3,8 +3,9 @@
 //!
 //! Counting (DECISIONS.md): every authenticated request that passes the
 //! limiter counts, whatever its outcome; rejected requests and idempotent
-//! replays do not. Day and month counts are persisted (through the group
-//! commit, off the request path) and read back after a restart.
+//! replays do not. Day and month counts are persisted (they ride along with
+//! the next group commit, which is no later than the commit of the request's
+//! outcome; no commit of their own) and read back after a restart.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -236,13 +237,7 @@ impl Limiter {
             }
         }
         drop(map);
-        let store = self.store.clone();
-        let key = key_id.to_owned();
-        tokio::spawn(async move {
-            if let Err(e) = store.count_quota(&key, windows_to_persist).await {
-                tracing::error!(error = %e, "persisting quota counters failed");
-            }
-        });
+        self.store.count_quota(key_id, &windows_to_persist);
         let (limit, remaining, reset) = tightest.unwrap_or((0, 0, 0));
         Decision { allowed: true, limit, remaining, reset, exceeded: None }
     }

@@ -126,7 +126,9 @@ pub trait Store: Send + Sync + 'static {
     /// Write what a finished request produced (usage, events, audit, idempotency) in one commit.
     async fn finish_request(&self, outcome: RequestOutcome) -> StoreResult<()>;
     /// Count one request against a key's persisted quota windows (e.g. `d:2026-11-23`, `m:2026-11`).
-    async fn count_quota(&self, key_id: &str, windows: Vec<String>) -> StoreResult<()>;
+    /// Does not wait: the counts are committed with the next group commit, no
+    /// later than any write queued after this call (the request's outcome).
+    fn count_quota(&self, key_id: &str, windows: &[String]);
     /// Persisted counts of a key's quota windows, in the order given.
     fn quota_counts(&self, key_id: &str, windows: &[String]) -> StoreResult<Vec<u64>>;
     /// Usage totals per user and per key.

@@ -68,14 +68,9 @@ pub fn receipt(db: &redb::Database, bundle_id: &str) -> StoreResult<Option<crate
     v.map(|v| decode(v.value())).transpose()
 }
 
-pub fn count_quota(txn: &WriteTransaction, key_id: &str, windows: &[String]) -> StoreResult<()> {
-    let mut t = txn.open_table(QUOTA).map_err(backend)?;
-    for w in windows {
-        let k = format!("{key_id}/{w}");
-        let n = t.get(k.as_str()).map_err(backend)?.map(|v| v.value()).unwrap_or(0);
-        t.insert(k.as_str(), n + 1).map_err(backend)?;
-    }
-    Ok(())
+/// The `QUOTA` row of a key's window.
+pub fn quota_row(key_id: &str, window: &str) -> String {
+    format!("{key_id}/{window}")
 }
 
 pub fn quota_counts(db: &redb::Database, key_id: &str, windows: &[String]) -> StoreResult<Vec<u64>> {
@@ -84,7 +79,7 @@ pub fn quota_counts(db: &redb::Database, key_id: &str, windows: &[String]) -> St
     windows
         .iter()
         .map(|w| {
-            let k = format!("{key_id}/{w}");
+            let k = quota_row(key_id, w);
             Ok(t.get(k.as_str()).map_err(backend)?.map(|v| v.value()).unwrap_or(0))
         })
         .collect()

@@ -3,26 +3,39 @@
 //! caller. Under load the cost of the fsync is shared by all the writes that
 //! queued up while the previous commit ran.
 //!
+//! Counter increments (quota windows) need no answer and commute, so they do
+//! not queue as writes of their own: [`GroupCommit::add_counts`] adds them to
+//! a pending map, and every batch applies what is pending in its own
+//! transaction. A request's count is therefore committed no later than the
+//! commit that records the request's outcome, at no commit of its own; when
+//! nothing else is being written, a wake-up makes the writer commit them.
+//!
 //! Each write is a closure that must check its preconditions before it
 //! changes anything. If one of them fails anyway, the transaction is thrown
 //! away and the batch is run again without it, so a failed write never leaves
 //! half of itself behind and never takes its neighbours down with it.
 
 use std::any::Any;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
-use redb::{Database, Durability, WriteTransaction};
+use redb::{Database, Durability, ReadableTable, WriteTransaction};
 use tokio::sync::{mpsc, oneshot};
 
+use super::tables::QUOTA;
 use crate::store::{StoreError, StoreResult};
 
 type AnyBox = Box<dyn Any + Send>;
 type Op = Box<dyn FnMut(&WriteTransaction) -> StoreResult<AnyBox> + Send>;
 
+/// A queued write, or (both `None`) a wake-up to commit pending counts.
 struct Job {
-    op: Op,
-    reply: oneshot::Sender<StoreResult<AnyBox>>,
+    op: Option<Op>,
+    reply: Option<oneshot::Sender<StoreResult<AnyBox>>>,
 }
+
+/// Counter increments waiting for the next commit: `QUOTA` key → amount.
+type Counts = Arc<Mutex<HashMap<String, u64>>>;
 
 /// Most writes committed together.
 const MAX_BATCH: usize = 512;
@@ -34,13 +47,38 @@ const QUEUE: usize = 8192;
 #[derive(Clone)]
 pub struct GroupCommit {
     tx: mpsc::Sender<Job>,
+    counts: Counts,
 }
 
 impl GroupCommit {
     pub fn start(db: Arc<Database>, durability: Durability) -> std::io::Result<Self> {
         let (tx, rx) = mpsc::channel::<Job>(QUEUE);
-        std::thread::Builder::new().name("gatehouse-store-writer".into()).spawn(move || writer_loop(db, durability, rx))?;
-        Ok(GroupCommit { tx })
+        let counts = Counts::default();
+        let pending = counts.clone();
+        std::thread::Builder::new().name("gatehouse-store-writer".into()).spawn(move || writer_loop(db, durability, rx, pending))?;
+        Ok(GroupCommit { tx, counts })
+    }
+
+    /// Add one to each counter in `keys` (rows of the `QUOTA` table) with the
+    /// next commit, without waiting for it. Writes queued after this call are
+    /// committed together with, or after, these increments.
+    pub fn add_counts<'a>(&self, keys: impl IntoIterator<Item = &'a str>) {
+        let mut counts = self.counts.lock().unwrap_or_else(|p| p.into_inner());
+        let wake = counts.is_empty();
+        for k in keys {
+            match counts.get_mut(k) {
+                Some(n) => *n += 1,
+                None => {
+                    counts.insert(k.to_owned(), 1);
+                }
+            }
+        }
+        drop(counts);
+        // The first pending count wakes the writer; later ones ride along. A
+        // full queue means the writer has batches to run, which apply them.
+        if wake {
+            let _ = self.tx.try_send(Job { op: None, reply: None });
+        }
     }
 
     /// Run `op` in the next group commit and return its result once it is durable.
@@ -51,7 +89,10 @@ impl GroupCommit {
     {
         let (reply, rx) = oneshot::channel();
         let op: Op = Box::new(move |txn| op(txn).map(|v| Box::new(v) as AnyBox));
-        self.tx.send(Job { op, reply }).await.map_err(|_| StoreError::Backend("the store writer has stopped".into()))?;
+        self.tx
+            .send(Job { op: Some(op), reply: Some(reply) })
+            .await
+            .map_err(|_| StoreError::Backend("the store writer has stopped".into()))?;
         let out = rx.await.map_err(|_| StoreError::Backend("the store writer stopped before committing".into()))??;
         out.downcast::<T>().map(|b| *b).map_err(|_| StoreError::Backend("store writer returned a value of the wrong type".into()))
     }
@@ -62,7 +103,7 @@ impl GroupCommit {
     }
 }
 
-fn writer_loop(db: Arc<Database>, durability: Durability, mut rx: mpsc::Receiver<Job>) {
+fn writer_loop(db: Arc<Database>, durability: Durability, mut rx: mpsc::Receiver<Job>, counts: Counts) {
     let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH);
     while let Some(first) = rx.blocking_recv() {
         batch.push(first);
@@ -72,28 +113,42 @@ fn writer_loop(db: Arc<Database>, durability: Durability, mut rx: mpsc::Receiver
                 Err(_) => break,
             }
         }
-        run_batch(&db, durability, &mut batch);
+        run_batch(&db, durability, &mut batch, &counts);
         batch.clear();
     }
+    // Every handle is gone: commit what is still pending.
+    run_batch(&db, durability, &mut batch, &counts);
     tracing::debug!("store writer stopped");
 }
 
-/// Apply the jobs in one transaction; jobs whose op fails are answered with
-/// their error and the rest run again in a fresh transaction.
-fn run_batch(db: &Database, durability: Durability, batch: &mut Vec<Job>) {
+/// Apply the pending counts and the jobs in one transaction; jobs whose op
+/// fails are answered with their error and the rest run again in a fresh
+/// transaction. Counts that cannot be committed are put back for the next batch.
+fn run_batch(db: &Database, durability: Durability, batch: &mut Vec<Job>, counts: &Counts) {
+    let pending_counts = std::mem::take(&mut *counts.lock().unwrap_or_else(|p| p.into_inner()));
     let mut pending: Vec<Job> = std::mem::take(batch);
-    loop {
+    // Wake-ups carry nothing of their own.
+    pending.retain(|j| j.op.is_some());
+    if pending.is_empty() && pending_counts.is_empty() {
+        return;
+    }
+    let committed = loop {
         let mut txn = match db.begin_write() {
             Ok(t) => t,
-            Err(e) => return fail_all(pending, &format!("begin write: {e}")),
+            Err(e) => break fail_all(pending, &format!("begin write: {e}")),
         };
         if let Err(e) = txn.set_durability(durability) {
-            return fail_all(pending, &format!("set durability: {e}"));
+            break fail_all(pending, &format!("set durability: {e}"));
+        }
+        if let Err(e) = apply_counts(&txn, &pending_counts) {
+            let _ = txn.abort();
+            break fail_all(pending, &format!("quota counters: {e}"));
         }
         let mut results = Vec::with_capacity(pending.len());
         let mut failed = None;
         for (i, job) in pending.iter_mut().enumerate() {
-            match (job.op)(&txn) {
+            let Some(op) = job.op.as_mut() else { continue };
+            match op(&txn) {
                 Ok(v) => results.push(v),
                 Err(e) => {
                     failed = Some((i, e));
@@ -107,27 +162,128 @@ fn run_batch(db: &Database, durability: Durability, batch: &mut Vec<Job>) {
                 tracing::error!(error = %e, "aborting a store transaction failed");
             }
             let job = pending.remove(i);
-            let _ = job.reply.send(Err(err));
-            if pending.is_empty() {
-                return;
+            reply(job, Err(err));
+            if pending.is_empty() && pending_counts.is_empty() {
+                break true;
             }
             continue;
         }
         match txn.commit() {
             Ok(()) => {
                 for (job, value) in pending.into_iter().zip(results) {
-                    let _ = job.reply.send(Ok(value));
+                    reply(job, Ok(value));
                 }
+                break true;
             }
-            Err(e) => fail_all(pending, &format!("commit: {e}")),
+            Err(e) => break fail_all(pending, &format!("commit: {e}")),
         }
-        return;
+    };
+    if !committed && !pending_counts.is_empty() {
+        let mut counts = counts.lock().unwrap_or_else(|p| p.into_inner());
+        for (k, n) in pending_counts {
+            *counts.entry(k).or_insert(0) += n;
+        }
     }
 }
 
-fn fail_all(jobs: Vec<Job>, msg: &str) {
+fn apply_counts(txn: &WriteTransaction, counts: &HashMap<String, u64>) -> Result<(), redb::Error> {
+    if counts.is_empty() {
+        return Ok(());
+    }
+    let mut t = txn.open_table(QUOTA)?;
+    for (k, add) in counts {
+        let n = t.get(k.as_str())?.map(|v| v.value()).unwrap_or(0);
+        t.insert(k.as_str(), n + add)?;
+    }
+    Ok(())
+}
+
+fn reply(job: Job, result: StoreResult<AnyBox>) {
+    if let Some(tx) = job.reply {
+        let _ = tx.send(result);
+    }
+}
+
+/// Answer every job with the error; false (nothing was committed).
+fn fail_all(jobs: Vec<Job>, msg: &str) -> bool {
     tracing::error!(error = msg, "store write failed");
     for job in jobs {
-        let _ = job.reply.send(Err(StoreError::Backend(msg.to_owned())));
+        reply(job, Err(StoreError::Backend(msg.to_owned())));
+    }
+    false
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use redb::ReadableDatabase;
+
+    fn open() -> (tempfile::TempDir, Arc<Database>) {
+        let dir = tempfile::tempdir().expect("tempdir");
+        let db = Database::create(dir.path().join("t.redb")).expect("db");
+        (dir, Arc::new(db))
+    }
+
+    fn count(db: &Database, k: &str) -> u64 {
+        let txn = db.begin_read().expect("read");
+        match txn.open_table(QUOTA) {
+            Ok(t) => t.get(k).expect("get").map(|v| v.value()).unwrap_or(0),
+            Err(redb::TableError::TableDoesNotExist(_)) => 0,
+            Err(e) => panic!("{e}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn counts_ride_with_the_next_write_and_commit_alone_when_idle() {
+        let (_dir, db) = open();
+        let gc = GroupCommit::start(db.clone(), Durability::Immediate).expect("start");
+        for _ in 0..5 {
+            gc.add_counts(["k/d:1", "k/m:1"]);
+        }
+        // A write queued after the counts is committed with (or after) them.
+        gc.write(|_| Ok(())).await.expect("write");
+        assert_eq!(count(&db, "k/d:1"), 5);
+        assert_eq!(count(&db, "k/m:1"), 5);
+        // With nothing else written, the wake-up commits them on its own.
+        gc.add_counts(["k/d:1"]);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while count(&db, "k/d:1") != 6 {
+            assert!(std::time::Instant::now() < deadline, "the pending count was never committed");
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
+    }
+
+    #[tokio::test]
+    async fn a_failing_write_does_not_lose_the_counts_or_its_neighbours() {
+        let (_dir, db) = open();
+        let gc = GroupCommit::start(db.clone(), Durability::Immediate).expect("start");
+        gc.add_counts(["k/d:1"]);
+        let bad = gc.write(|_| -> StoreResult<()> { Err(StoreError::Conflict("no".into())) });
+        let good = gc.write(|txn| {
+            txn.open_table(QUOTA)
+                .map_err(|e| StoreError::Backend(e.to_string()))?
+                .insert("other", 7)
+                .map_err(|e| StoreError::Backend(e.to_string()))?;
+            Ok(())
+        });
+        let (bad, good) = tokio::join!(bad, good);
+        assert!(matches!(bad, Err(StoreError::Conflict(_))));
+        good.expect("the neighbour commits");
+        assert_eq!(count(&db, "k/d:1"), 1, "counted once, not once per attempt");
+        assert_eq!(count(&db, "other"), 7);
+    }
+
+    #[tokio::test]
+    async fn pending_counts_are_committed_when_the_last_handle_goes() {
+        let (_dir, db) = open();
+        let gc = GroupCommit::start(db.clone(), Durability::Immediate).expect("start");
+        // The wake-up may or may not have run when the handle goes.
+        gc.add_counts(["k/d:9", "k/d:9"]);
+        drop(gc);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while count(&db, "k/d:9") != 2 {
+            assert!(std::time::Instant::now() < deadline, "counts lost at shutdown");
+            tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+        }
     }
 }

@@ -343,9 +343,9 @@ impl Store for RedbStore {
         self.writer.write(move |txn| chat::finish(txn, &outcome)).await
     }
 
-    async fn count_quota(&self, key_id: &str, windows: Vec<String>) -> StoreResult<()> {
-        let key_id = key_id.to_owned();
-        self.writer.write(move |txn| chat::count_quota(txn, &key_id, &windows)).await
+    fn count_quota(&self, key_id: &str, windows: &[String]) {
+        let rows: Vec<String> = windows.iter().map(|w| chat::quota_row(key_id, w)).collect();
+        self.writer.add_counts(rows.iter().map(String::as_str));
     }
 
     fn quota_counts(&self, key_id: &str, windows: &[String]) -> StoreResult<Vec<u64>> {
