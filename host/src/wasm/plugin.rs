@@ -2,16 +2,25 @@
 //! fresh `Store` from the `InstancePre`, a CPU deadline and a memory cap; a
 //! trap, a missed deadline or a refused allocation becomes a [`PluginError`]
 //! naming the plugin, never a host crash.
+//!
+//! Calls go through wasmtime's async entry points, driven by [`drive`] on the
+//! calling thread: a call that finishes within its first epoch tick (all
+//! normal ones: tens of µs) costs no thread hand-off. A call that runs past a
+//! tick yields, and [`drive`] finishes it in `block_in_place`, so a slow or
+//! looping plugin never holds up the other tasks of an async worker; a call
+//! waiting on WASI I/O is finished the same way.
 
+use std::future::Future;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, LazyLock};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::Instant;
 
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use wasmtime::component::Component;
-use wasmtime::{Engine, Store, Trap};
+use wasmtime::{Engine, Store, Trap, UpdateDeadline};
 use wasmtime_wasi::{FsPerms, WasiCtxBuilder};
 
 use super::bindings;
@@ -196,7 +205,7 @@ impl Plugin {
         let state = CallState::new(self.name.as_str().into(), b.build(), self.grants.memory_bytes, self.grants.outbound.clone());
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
-        store.set_epoch_deadline(self.grants.deadline_ticks);
+        set_deadline(&mut store, self.grants.deadline_ticks);
         Ok(store)
     }
 
@@ -230,14 +239,84 @@ impl Plugin {
     }
 }
 
-/// Run a plugin call where blocking is allowed. WASI's synchronous bindings
-/// drive their async implementation with `Handle::block_on`, which must not
-/// run on a thread that is polling async tasks; on a multi-threaded runtime
-/// `block_in_place` hands this worker's tasks to another thread first.
-fn off_async<R>(f: impl FnOnce() -> R) -> R {
+/// Give the call `ticks` epoch ticks of CPU time: it yields at every tick
+/// (so [`drive`] can move it off an async worker) and traps with
+/// `Trap::Interrupt` when the ticks are used up.
+fn set_deadline(store: &mut Store<CallState>, ticks: u64) {
+    let mut left = ticks.max(1);
+    store.set_epoch_deadline(1);
+    store.epoch_deadline_callback(move |_| {
+        left = left.saturating_sub(1);
+        Ok(if left == 0 { UpdateDeadline::Interrupt } else { UpdateDeadline::Yield(1) })
+    });
+}
+
+/// Run blocking work where blocking is allowed: on a multi-threaded runtime's
+/// worker, `block_in_place` hands the worker's tasks to another thread first
+/// (nested calls, and threads that are not workers, just run `f`).
+pub(crate) fn off_async<R>(f: impl FnOnce() -> R) -> R {
     match tokio::runtime::Handle::try_current() {
         Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => tokio::task::block_in_place(f),
         _ => f(),
+    }
+}
+
+/// Wakes the thread that drives a call.
+struct Unpark(std::thread::Thread);
+
+impl Wake for Unpark {
+    fn wake(self: Arc<Self>) {
+        self.0.unpark();
+    }
+    fn wake_by_ref(self: &Arc<Self>) {
+        self.0.unpark();
+    }
+}
+
+/// A runtime for WASI's timers and blocking file work when the caller has
+/// none that can drive them (no runtime, or a current-thread one that this
+/// thread would be blocking).
+static FALLBACK: LazyLock<tokio::runtime::Runtime> = LazyLock::new(|| {
+    tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .thread_name("gatehouse-wasi")
+        .enable_all()
+        .build()
+        .expect("cannot start the WASI fallback runtime")
+});
+
+/// Run a plugin call (a wasmtime async call) to completion on this thread.
+///
+/// On a multi-threaded runtime the call is polled once in place: it either
+/// finishes (the normal case) or yields — a tick passed, or it waits on WASI
+/// I/O — and is then finished in `block_in_place`, parked between polls, while
+/// another thread runs the worker's tasks and the runtime's drivers. Anywhere
+/// else (no runtime, or a current-thread one this thread would block) it runs
+/// with the fallback runtime's context entered, which drives WASI's timers.
+pub(crate) fn drive<F: Future>(fut: F) -> F::Output {
+    let mut fut = std::pin::pin!(fut);
+    let waker = Waker::from(Arc::new(Unpark(std::thread::current())));
+    let mut cx = Context::from_waker(&waker);
+    match tokio::runtime::Handle::try_current() {
+        Ok(h) if h.runtime_flavor() == tokio::runtime::RuntimeFlavor::MultiThread => {
+            if let Poll::Ready(v) = fut.as_mut().poll(&mut cx) {
+                return v;
+            }
+            tokio::task::block_in_place(|| park_until_ready(fut, &mut cx))
+        }
+        _ => {
+            let _guard = FALLBACK.enter();
+            park_until_ready(fut, &mut cx)
+        }
+    }
+}
+
+fn park_until_ready<F: Future>(mut fut: std::pin::Pin<&mut F>, cx: &mut Context<'_>) -> F::Output {
+    loop {
+        if let Poll::Ready(v) = fut.as_mut().poll(cx) {
+            return v;
+        }
+        std::thread::park();
     }
 }
 
@@ -252,27 +331,28 @@ pub mod provider_calls {
     impl Plugin {
         fn provider<R>(
             &self,
-            f: impl FnOnce(&mut Store<CallState>, &bindings::provider::Provider) -> wasmtime::Result<R>,
+            f: impl AsyncFnOnce(&mut Store<CallState>, &bindings::provider::Provider) -> wasmtime::Result<R>,
         ) -> Result<R, PluginError> {
             let Pre::Provider(pre) = &self.pre else {
                 return Err(self.wrong_kind(Kind::Provider));
             };
-            off_async(|| {
-                let mut store = self.store()?;
-                let started = Instant::now();
-                let r = pre.instantiate(&mut store).and_then(|inst| f(&mut store, &inst));
-                self.finish(&store, started, r)
-            })
+            let mut store = self.store()?;
+            let started = Instant::now();
+            let r = drive(async {
+                let inst = pre.instantiate_async(&mut store).await?;
+                f(&mut store, &inst).await
+            });
+            self.finish(&store, started, r)
         }
 
         /// `build-request`: the HTTP request to send upstream (or the adapter's own error).
         pub fn build_request(&self, up: &Upstream, req: &ChatRequest) -> Result<Result<HttpRequest, ProviderError>, PluginError> {
-            self.provider(|s, i| i.gatehouse_plugin_provider_api().call_build_request(s, up, req))
+            self.provider(async |s, i| i.gatehouse_plugin_provider_api().call_build_request(s, up, req).await)
         }
 
         /// `parse-response`: a complete upstream response of any status → completion or classified error.
         pub fn parse_response(&self, up: &Upstream, status: u16, body: &str) -> Result<Result<Completion, ProviderError>, PluginError> {
-            self.provider(|s, i| i.gatehouse_plugin_provider_api().call_parse_response(s, up, status, body))
+            self.provider(async |s, i| i.gatehouse_plugin_provider_api().call_parse_response(s, up, status, body).await)
         }
 
         /// `parse-stream-event`: one SSE event with the state the previous event returned ("" first).
@@ -282,7 +362,7 @@ pub mod provider_calls {
             state: &str,
             ev: &StreamEvent,
         ) -> Result<Result<StreamOutput, ProviderError>, PluginError> {
-            self.provider(|s, i| i.gatehouse_plugin_provider_api().call_parse_stream_event(s, up, state, ev))
+            self.provider(async |s, i| i.gatehouse_plugin_provider_api().call_parse_stream_event(s, up, state, ev).await)
         }
     }
 }
@@ -297,27 +377,28 @@ pub mod shield_calls {
     impl Plugin {
         fn shield<R>(
             &self,
-            f: impl FnOnce(&mut Store<CallState>, &bindings::shield::Shield) -> wasmtime::Result<R>,
+            f: impl AsyncFnOnce(&mut Store<CallState>, &bindings::shield::Shield) -> wasmtime::Result<R>,
         ) -> Result<R, PluginError> {
             let Pre::Shield(pre) = &self.pre else {
                 return Err(self.wrong_kind(Kind::Shield));
             };
-            off_async(|| {
-                let mut store = self.store()?;
-                let started = Instant::now();
-                let r = pre.instantiate(&mut store).and_then(|inst| f(&mut store, &inst));
-                self.finish(&store, started, r)
-            })
+            let mut store = self.store()?;
+            let started = Instant::now();
+            let r = drive(async {
+                let inst = pre.instantiate_async(&mut store).await?;
+                f(&mut store, &inst).await
+            });
+            self.finish(&store, started, r)
         }
 
         /// `inspect`: one verdict per text, in order.
         pub fn inspect(&self, req: &InspectRequest) -> Result<Vec<Verdict>, PluginError> {
-            self.shield(|s, i| i.gatehouse_plugin_shield_api().call_inspect(s, req))
+            self.shield(async |s, i| i.gatehouse_plugin_shield_api().call_inspect(s, req).await)
         }
 
         /// `make-canary`: a canary token and its system instruction, from a host-chosen seed.
         pub fn make_canary(&self, seed: &str) -> Result<Option<Canary>, PluginError> {
-            self.shield(|s, i| i.gatehouse_plugin_shield_api().call_make_canary(s, seed))
+            self.shield(async |s, i| i.gatehouse_plugin_shield_api().call_make_canary(s, seed).await)
         }
     }
 }
@@ -334,12 +415,13 @@ pub mod policy_calls {
             let Pre::Policy(pre) = &self.pre else {
                 return Err(self.wrong_kind(Kind::Policy));
             };
-            off_async(|| {
-                let mut store = self.store()?;
-                let started = Instant::now();
-                let r = pre.instantiate(&mut store).and_then(|inst| inst.gatehouse_plugin_policy_api().call_evaluate(&mut store, ctx));
-                self.finish(&store, started, r)
-            })
+            let mut store = self.store()?;
+            let started = Instant::now();
+            let r = drive(async {
+                let inst = pre.instantiate_async(&mut store).await?;
+                inst.gatehouse_plugin_policy_api().call_evaluate(&mut store, ctx).await
+            });
+            self.finish(&store, started, r)
         }
     }
 }
@@ -355,12 +437,13 @@ pub mod retriever_calls {
             let Pre::Retriever(pre) = &self.pre else {
                 return Err(self.wrong_kind(Kind::Retriever));
             };
-            off_async(|| {
-                let mut store = self.store()?;
-                let started = Instant::now();
-                let r = pre.instantiate(&mut store).and_then(|inst| inst.gatehouse_plugin_retriever_api().call_retrieve(&mut store, req));
-                self.finish(&store, started, r)
-            })
+            let mut store = self.store()?;
+            let started = Instant::now();
+            let r = drive(async {
+                let inst = pre.instantiate_async(&mut store).await?;
+                inst.gatehouse_plugin_retriever_api().call_retrieve(&mut store, req).await
+            });
+            self.finish(&store, started, r)
         }
 
         /// A long-lived instance of this retriever with `mounts` (host folder,
@@ -370,13 +453,11 @@ pub mod retriever_calls {
             let Pre::Retriever(pre) = &self.pre else {
                 return Err(self.wrong_kind(Kind::Retriever));
             };
-            off_async(|| {
-                let mut store = self.store_with(mounts)?;
-                let started = Instant::now();
-                let r = pre.instantiate(&mut store);
-                let instance = self.finish(&store, started, r)?;
-                Ok(WarmRetriever { plugin: self.clone(), store, instance, poisoned: false })
-            })
+            let mut store = self.store_with(mounts)?;
+            let started = Instant::now();
+            let r = drive(pre.instantiate_async(&mut store));
+            let instance = self.finish(&store, started, r)?;
+            Ok(WarmRetriever { plugin: self.clone(), store, instance, poisoned: false })
         }
     }
 
@@ -411,18 +492,16 @@ pub mod retriever_calls {
             }
             let ticks = deadline_ms.div_ceil(self.plugin.grants.tick_ms.max(1)) + 1;
             let WarmRetriever { plugin, store, instance, poisoned } = self;
-            off_async(|| {
-                store.data_mut().begin_call();
-                store.set_epoch_deadline(ticks);
-                let started = Instant::now();
-                let r = instance.gatehouse_plugin_retriever_api().call_retrieve(&mut *store, req);
-                let out = plugin.finish(store, started, r).map_err(|e| match e {
-                    PluginError::Deadline { plugin, .. } => PluginError::Deadline { plugin, ms: deadline_ms },
-                    other => other,
-                });
-                *poisoned = out.is_err();
-                out
-            })
+            store.data_mut().begin_call();
+            set_deadline(store, ticks);
+            let started = Instant::now();
+            let r = drive(instance.gatehouse_plugin_retriever_api().call_retrieve(&mut *store, req));
+            let out = plugin.finish(store, started, r).map_err(|e| match e {
+                PluginError::Deadline { plugin, .. } => PluginError::Deadline { plugin, ms: deadline_ms },
+                other => other,
+            });
+            *poisoned = out.is_err();
+            out
         }
     }
 }
@@ -445,7 +524,7 @@ impl Linkers {
         use wasmtime::component::{HasSelf, Linker};
         let base = || -> anyhow::Result<Linker<CallState>> {
             let mut l = Linker::new(engine);
-            wasmtime_wasi::p2::add_to_linker_sync(&mut l).map_err(wt)?;
+            wasmtime_wasi::p2::add_to_linker_async(&mut l).map_err(wt)?;
             Ok(l)
         };
         let mut provider = base()?;
@@ -556,12 +635,13 @@ impl Plugin {
     fn info(&self) -> Result<(String, String, String, Kind), PluginError> {
         macro_rules! info_of {
             ($pre:expr, $iface:ident, $world:ident) => {{
-                let i = off_async(|| {
-                    let mut store = self.store()?;
-                    let started = Instant::now();
-                    let r = $pre.instantiate(&mut store).and_then(|inst| inst.$iface().call_info(&mut store));
-                    self.finish(&store, started, r)
-                })?;
+                let mut store = self.store()?;
+                let started = Instant::now();
+                let r = drive(async {
+                    let inst = $pre.instantiate_async(&mut store).await?;
+                    inst.$iface().call_info(&mut store).await
+                });
+                let i = self.finish(&store, started, r)?;
                 use bindings::$world::gatehouse::plugin::types::PluginKind as K;
                 let k = match i.kind {
                     K::Provider => Kind::Provider,

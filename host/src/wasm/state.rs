@@ -106,7 +106,9 @@ impl bindings::retriever::gatehouse::plugin::outbound_http::Host for CallState {
     ) -> Result<bindings::retriever::gatehouse::plugin::types::HttpResponse, String> {
         use bindings::retriever::gatehouse::plugin::types::{Header, HttpResponse};
         let headers: Vec<(String, String)> = request.headers.into_iter().map(|h| (h.name, h.value)).collect();
-        let (status, headers, body) = self.outbound.send(&request.method, &request.url, &headers, request.body)?;
+        // A blocking HTTP call: off the async worker (a no-op when the call already is).
+        let (status, headers, body) =
+            super::plugin::off_async(|| self.outbound.send(&request.method, &request.url, &headers, request.body))?;
         Ok(HttpResponse { status, headers: headers.into_iter().map(|(name, value)| Header { name, value }).collect(), body })
     }
 }
