@@ -81,6 +81,8 @@ pub struct Metrics {
     pub rate_limit_hits: Family<LimitLabel, Counter>,
     pub retrieval_duration: Family<IndexLabel, Histogram>,
     pub retrieval_failures: Family<IndexLabel, Counter>,
+    pub store_commits: Counter,
+    pub store_commit_writes: Histogram,
 }
 
 impl Metrics {
@@ -100,6 +102,8 @@ impl Metrics {
         let rate_limit_hits = Family::<LimitLabel, Counter>::default();
         let retrieval_duration = Family::<IndexLabel, Histogram>::new_with_constructor(|| Histogram::new(latency_buckets()) as Histogram);
         let retrieval_failures = Family::<IndexLabel, Counter>::default();
+        let store_commits = Counter::default();
+        let store_commit_writes = Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(1.0, 2.0, 10));
         registry.register("http_requests", "HTTP requests by route and status", requests.clone());
         registry.register("http_request_duration_seconds", "HTTP request latency by route", request_duration.clone());
         registry.register("upstream_latency_seconds", "Upstream answer time by model (successful attempts)", upstream_latency.clone());
@@ -121,6 +125,12 @@ impl Metrics {
         registry.register("rate_limit_hits", "Requests rejected by a rate limit or quota", rate_limit_hits.clone());
         registry.register("retrieval_duration_seconds", "Knowledge-base retrieval time by index", retrieval_duration.clone());
         registry.register("retrieval_failures", "Retrievals that failed, by index", retrieval_failures.clone());
+        registry.register("store_commits", "Group commits of the store (each one fsync when writes are durable)", store_commits.clone());
+        registry.register(
+            "store_commit_writes",
+            "Writes per group commit (a request's outcome is one; pending quota counts ride along)",
+            store_commit_writes.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -136,6 +146,8 @@ impl Metrics {
             rate_limit_hits,
             retrieval_duration,
             retrieval_failures,
+            store_commits,
+            store_commit_writes,
         }
     }
 

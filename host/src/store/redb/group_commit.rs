@@ -8,7 +8,8 @@
 //! a pending map, and every batch applies what is pending in its own
 //! transaction. A request's count is therefore committed no later than the
 //! commit that records the request's outcome, at no commit of its own; when
-//! nothing else is being written, a wake-up makes the writer commit them.
+//! nothing else is being written, a wake-up makes the writer commit them
+//! after [`COUNTS_DELAY`] (a real write arriving meanwhile carries them).
 //!
 //! Each write is a closure that must check its preconditions before it
 //! changes anything. If one of them fails anyway, the transaction is thrown
@@ -17,6 +18,7 @@
 
 use std::any::Any;
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use redb::{Database, Durability, ReadableTable, WriteTransaction};
@@ -41,6 +43,9 @@ type Counts = Arc<Mutex<HashMap<String, u64>>>;
 const MAX_BATCH: usize = 512;
 /// Bound on queued writes: callers wait (backpressure) rather than grow memory.
 const QUEUE: usize = 8192;
+/// How long pending counts wait for a real write to ride along with before
+/// they are committed on their own.
+pub const COUNTS_DELAY: std::time::Duration = std::time::Duration::from_millis(100);
 
 /// Handle to the writer thread. Dropping every handle stops the thread after it
 /// has committed what was queued.
@@ -48,15 +53,22 @@ const QUEUE: usize = 8192;
 pub struct GroupCommit {
     tx: mpsc::Sender<Job>,
     counts: Counts,
+    commits: Arc<AtomicU64>,
 }
 
 impl GroupCommit {
     pub fn start(db: Arc<Database>, durability: Durability) -> std::io::Result<Self> {
         let (tx, rx) = mpsc::channel::<Job>(QUEUE);
         let counts = Counts::default();
-        let pending = counts.clone();
-        std::thread::Builder::new().name("gatehouse-store-writer".into()).spawn(move || writer_loop(db, durability, rx, pending))?;
-        Ok(GroupCommit { tx, counts })
+        let commits = Arc::new(AtomicU64::new(0));
+        let writer = Writer { db, durability, counts: counts.clone(), commits: commits.clone() };
+        std::thread::Builder::new().name("gatehouse-store-writer".into()).spawn(move || writer_loop(writer, rx))?;
+        Ok(GroupCommit { tx, counts, commits })
+    }
+
+    /// Transactions committed so far.
+    pub fn commits(&self) -> u64 {
+        self.commits.load(Ordering::Relaxed)
     }
 
     /// Add one to each counter in `keys` (rows of the `QUOTA` table) with the
@@ -103,28 +115,63 @@ impl GroupCommit {
     }
 }
 
-fn writer_loop(db: Arc<Database>, durability: Durability, mut rx: mpsc::Receiver<Job>, counts: Counts) {
+/// What the writer thread owns.
+struct Writer {
+    db: Arc<Database>,
+    durability: Durability,
+    counts: Counts,
+    commits: Arc<AtomicU64>,
+}
+
+fn writer_loop(w: Writer, mut rx: mpsc::Receiver<Job>) {
+    // Only for the timed wait below; this thread is not part of the server's runtime.
+    let timer = match tokio::runtime::Builder::new_current_thread().enable_time().build() {
+        Ok(rt) => Some(rt),
+        Err(e) => {
+            tracing::error!(error = %e, "store writer: no timer; pending counts are committed at once");
+            None
+        }
+    };
     let mut batch: Vec<Job> = Vec::with_capacity(MAX_BATCH);
-    while let Some(first) = rx.blocking_recv() {
-        batch.push(first);
+    let drain = |rx: &mut mpsc::Receiver<Job>, batch: &mut Vec<Job>| {
         while batch.len() < MAX_BATCH {
             match rx.try_recv() {
                 Ok(job) => batch.push(job),
                 Err(_) => break,
             }
         }
-        run_batch(&db, durability, &mut batch, &counts);
+    };
+    let mut open = true;
+    while open {
+        let Some(first) = rx.blocking_recv() else { break };
+        batch.push(first);
+        drain(&mut rx, &mut batch);
+        if batch.iter().all(|j| j.op.is_none()) {
+            // Only wake-ups for pending counts: give a real write a moment to carry them.
+            if let Some(rt) = &timer {
+                match rt.block_on(async { tokio::time::timeout(COUNTS_DELAY, rx.recv()).await }) {
+                    Ok(Some(job)) => {
+                        batch.push(job);
+                        drain(&mut rx, &mut batch);
+                    }
+                    Ok(None) => open = false,
+                    Err(_) => {}
+                }
+            }
+        }
+        run_batch(&w, &mut batch);
         batch.clear();
     }
     // Every handle is gone: commit what is still pending.
-    run_batch(&db, durability, &mut batch, &counts);
+    run_batch(&w, &mut batch);
     tracing::debug!("store writer stopped");
 }
 
 /// Apply the pending counts and the jobs in one transaction; jobs whose op
 /// fails are answered with their error and the rest run again in a fresh
 /// transaction. Counts that cannot be committed are put back for the next batch.
-fn run_batch(db: &Database, durability: Durability, batch: &mut Vec<Job>, counts: &Counts) {
+fn run_batch(w: &Writer, batch: &mut Vec<Job>) {
+    let (db, durability, counts) = (&*w.db, w.durability, &w.counts);
     let pending_counts = std::mem::take(&mut *counts.lock().unwrap_or_else(|p| p.into_inner()));
     let mut pending: Vec<Job> = std::mem::take(batch);
     // Wake-ups carry nothing of their own.
@@ -170,6 +217,10 @@ fn run_batch(db: &Database, durability: Durability, batch: &mut Vec<Job>, counts
         }
         match txn.commit() {
             Ok(()) => {
+                w.commits.fetch_add(1, Ordering::Relaxed);
+                let m = crate::metrics::get();
+                m.store_commits.inc();
+                m.store_commit_writes.observe(pending.len().max(1) as f64);
                 for (job, value) in pending.into_iter().zip(results) {
                     reply(job, Ok(value));
                 }
@@ -240,10 +291,11 @@ mod tests {
         for _ in 0..5 {
             gc.add_counts(["k/d:1", "k/m:1"]);
         }
-        // A write queued after the counts is committed with (or after) them.
+        // A write queued after the counts is committed with them, in one commit.
         gc.write(|_| Ok(())).await.expect("write");
         assert_eq!(count(&db, "k/d:1"), 5);
         assert_eq!(count(&db, "k/m:1"), 5);
+        assert_eq!(gc.commits(), 1, "the counts rode along with the write");
         // With nothing else written, the wake-up commits them on its own.
         gc.add_counts(["k/d:1"]);
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# Profile Gatehouse's chat path under load: the compare mock and oha on core 0, a release build of
+# Gatehouse with symbols (own target dir) on core 1 with the benchmark's default pipeline, and
+# `perf record` on the Gatehouse process during an `oha -c 64` run. Prints perf's report (children
+# and self, per thread). Method and findings: docs/benchmarks.md ("Profile of one request path").
+#
+#   bash tests/bench/profile.sh [--secs 10] [--durable true|false] [--stream] [--out DIR]
+set -euo pipefail
+root="$(cd "$(dirname "$0")/../.." && pwd)"
+secs=10 durable=true stream=false out=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --secs) secs="$2"; shift 2 ;;
+    --durable) durable="$2"; shift 2 ;;
+    --stream) stream=true; shift ;;
+    --out) out="$2"; shift 2 ;;
+    *) echo "unknown option $1" >&2; exit 2 ;;
+  esac
+done
+command -v perf >/dev/null || { echo "perf is not installed (Debian: linux-perf)" >&2; exit 2; }
+oha="$(command -v oha || echo "$root/target/bench-tools/bin/oha")"
+[ -x "$oha" ] || cargo install oha --locked --version 1.16.0 --root "$root/target/bench-tools" >&2
+
+cd "$root"
+rustup target add wasm32-wasip2 >/dev/null 2>&1 || true
+cargo build --release -p gatehouse-tests --example compare >&2
+CARGO_TARGET_DIR="$root/target/profiling" CARGO_PROFILE_RELEASE_STRIP=none CARGO_PROFILE_RELEASE_DEBUG=line-tables-only \
+  cargo build --release -p gatehouse >&2
+bin="$root/target/profiling/release/gatehouse"
+
+work="$(mktemp -d -t gatehouse-profile-XXXX)"
+[ -n "$out" ] && mkdir -p "$out" && work="$(cd "$out" && pwd)"
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+mock_port="$(free_port)"
+taskset -c 0 "$root/target/release/examples/compare" mock --port "$mock_port" >/dev/null 2>&1 &
+pids+=($!)
+port="$(free_port)"
+key="sk-bench-admin-0123456789abcdefghijklmnopqrstuvwxyz"
+cat > "$work/gatehouse.toml" <<TOML
+listen = "127.0.0.1:$port"
+data_dir = "$work/data"
+durable_writes = $durable
+[limits.chat]
+per_minute = 100000000
+per_hour = 100000000
+per_day = 100000000
+per_month = 1000000000
+[providers.openai]
+plugin = "provider-openai"
+base_url = "http://127.0.0.1:$mock_port/v1"
+models = ["openai/gpt-mock"]
+TOML
+GATEHOUSE_BOOTSTRAP_ADMIN_KEY="$key" RUST_LOG=warn taskset -c 1 "$bin" serve --config "$work/gatehouse.toml" 2>"$work/gatehouse.log" &
+gh=$!
+pids+=($gh)
+for _ in $(seq 1 600); do curl -fs "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.1; done
+
+body="{\"model\":\"openai/gpt-mock\",\"index\":\"Zero-Knowledge\",\"stream\":$stream,\"messages\":[{\"role\":\"user\",\"content\":\"Summarise in one sentence why a gateway should add little latency.\"}]}"
+load() {
+  taskset -c 0 "$oha" --no-tui -z "$1" -c 64 -m POST -H "authorization: Bearer $key" -H 'content-type: application/json' \
+    -d "$body" "http://127.0.0.1:$port/chat/completions"
+}
+load 3s >/dev/null   # warm-up: plugin pools, connections, redb pages
+cpu0="$(awk '{print $14+$15}' /proc/$gh/stat)"
+perf record -F 999 -g --call-graph dwarf,16384 -o "$work/perf.data" -p "$gh" -- sleep "$secs" 2>"$work/perf.log" &
+rec=$!
+load "${secs}s" | tee "$work/oha.txt" | grep -E "Requests/sec|Success rate|\[200\]"
+wait "$rec" || true
+cpu1="$(awk '{print $14+$15}' /proc/$gh/stat)"
+reqs="$(grep -oE '\[200\] [0-9]+' "$work/oha.txt" | awk '{print $2}')"
+echo "CPU µs per request during the run: $(( (cpu1 - cpu0) * 10000 / (reqs > 0 ? reqs : 1) ))"
+perf report -i "$work/perf.data" --no-children --sort comm,dso -g none --percent-limit 1 --stdio 2>/dev/null | grep -v '^#' | sed '/^$/d' | head -30
+perf report -i "$work/perf.data" --children --sort sym -g none --percent-limit 2 --stdio 2>/dev/null | grep -v '^#' | sed '/^$/d' | head -70
+echo "perf data: $work/perf.data"
