@@ -163,12 +163,32 @@ pub struct Guarded {
 }
 
 impl Guarded {
-    /// Longest text the output scanner must hold back so a pattern split
-    /// across chunks is still seen whole: the longest fixed pattern minus one.
-    pub fn hold_back(&self) -> usize {
-        let canary = self.canary.as_ref().map_or(0, |c| c.chars().count());
-        let placeholders = self.restore.iter().map(|(p, _)| p.chars().count()).max().unwrap_or(0);
-        canary.max(placeholders).saturating_sub(1)
+    /// The fixed patterns the output scanner looks for: the canary and the
+    /// placeholders it restores.
+    fn patterns(&self) -> impl Iterator<Item = &str> {
+        self.canary.as_deref().into_iter().chain(self.restore.iter().map(|(p, _)| p.as_str()))
+    }
+
+    /// Bytes at the end of `text` that could still become a pattern: the
+    /// longest suffix that is a proper prefix of one. Anything before it can
+    /// be released — a pattern that started there would already be whole.
+    pub fn undecided_tail(&self, text: &str) -> usize {
+        let mut longest = 0;
+        for p in self.patterns() {
+            // Candidate suffixes start at char boundaries of `text` within the last len(p) - 1 bytes.
+            let mut from = text.len().saturating_sub(p.len().saturating_sub(1));
+            while !text.is_char_boundary(from) {
+                from += 1;
+            }
+            for (i, _) in text[from..].char_indices() {
+                let tail = &text[from + i..];
+                if tail.len() > longest && p.starts_with(tail) {
+                    longest = tail.len();
+                    break;
+                }
+            }
+        }
+        longest
     }
 
     pub fn needs_output_scan(&self) -> bool {
@@ -483,38 +503,43 @@ impl Guarded {
     }
 }
 
-/// Streaming output scanner: holds back the tail that could still be the
-/// start of a pattern, releases the rest once it is safe.
+/// Streaming output scanner: releases text as soon as it cannot be part of
+/// a pattern, and holds back only a tail that could still become one (so a
+/// canary split across chunks is caught before any of it is sent, and a
+/// placeholder split across chunks is restored whole). Ordinary text is never
+/// delayed to the next chunk.
 pub struct StreamScanner {
     guarded: Arc<Guarded>,
     pending: String,
-    hold: usize,
 }
 
 impl StreamScanner {
     pub fn new(guarded: Arc<Guarded>) -> Self {
-        let hold = guarded.hold_back();
-        StreamScanner { guarded, pending: String::new(), hold }
+        StreamScanner { guarded, pending: String::new() }
     }
 
     /// Add a delta; returns text safe to send and whether a canary leaked.
     pub fn push(&mut self, delta: &str) -> (String, bool) {
         self.pending.push_str(delta);
-        let (restored, leaked) = self.guarded.scan_output(&self.pending);
-        if leaked {
+        if self.guarded.canary.as_deref().is_some_and(|c| self.pending.contains(c)) {
             self.pending.clear();
             return (String::new(), true);
         }
-        // Keep the last `hold` characters back: they may begin a pattern.
-        let chars: Vec<char> = restored.chars().collect();
-        if chars.len() <= self.hold {
-            self.pending = restored;
+        let mut cut = self.pending.len() - self.guarded.undecided_tail(&self.pending);
+        // Never split a whole placeholder: release it entirely or not at all.
+        for (p, _) in &self.guarded.restore {
+            for (start, m) in self.pending.match_indices(p.as_str()) {
+                if start < cut && cut < start + m.len() {
+                    cut = start;
+                }
+            }
+        }
+        if cut == 0 {
             return (String::new(), false);
         }
-        let cut = chars.len() - self.hold;
-        let out: String = chars[..cut].iter().collect();
-        self.pending = chars[cut..].iter().collect();
-        (out, false)
+        let keep = self.pending.split_off(cut);
+        let release = std::mem::replace(&mut self.pending, keep);
+        (self.guarded.scan_output(&release).0, false)
     }
 
     /// The end: scan and release the held tail.
@@ -566,14 +591,77 @@ mod tests {
     }
 
     #[test]
-    fn plain_text_flows_through_with_bounded_delay() {
-        let g = guarded("abcdef", &[]);
+    fn plain_text_flows_through_at_once_and_only_a_possible_start_waits() {
+        let g = guarded("gh-canary-abcdef", &[("[EMAIL_1]", "ann@example.com")]);
         let mut s = StreamScanner::new(g);
-        let (out, _) = s.push("hello world");
-        assert_eq!(out, "hello ");
-        let (tail, leaked) = s.finish();
-        assert!(!leaked);
-        assert_eq!(tail, "world");
+        assert_eq!(s.push("hello world"), ("hello world".to_owned(), false), "nothing held back");
+        assert_eq!(s.push(" see gh-can"), (" see ".to_owned(), false), "a canary's start waits");
+        assert_eq!(s.push("dy and [EM"), ("gh-candy and ".to_owned(), false), "it was not the canary after all");
+        assert_eq!(s.push("AIL_1]!"), ("ann@example.com!".to_owned(), false));
+        assert_eq!(s.push("über ["), ("über ".to_owned(), false), "multi-byte text before a held tail");
+        assert_eq!(s.finish(), ("[".to_owned(), false));
+    }
+
+    proptest::proptest! {
+        /// However an answer is cut into chunks: without the canary, what is
+        /// sent is exactly the restored answer; with it, the leak is caught
+        /// and no part of what was sent goes past the answer's text before it.
+        #[test]
+        fn any_chunking_sends_the_restored_answer_or_catches_the_canary(
+            parts in proptest::collection::vec(proptest::sample::select(vec!["a", "b", "gh-", "gh-c", "an", "[EM", "[EMAIL_1]", "AIL_1]", "é", " ", "gh-can"]), 0..30),
+            cuts in proptest::collection::vec(1usize..12, 1..40),
+        ) {
+            let canary = "gh-canab";
+            let g = guarded(canary, &[("[EMAIL_1]", "ann@example.com")]);
+            let text: String = parts.concat();
+            let mut chunks = Vec::new();
+            let mut rest = text.as_str();
+            for c in cuts.iter().cycle() {
+                if rest.is_empty() { break; }
+                let mut at = (*c).min(rest.len());
+                while !rest.is_char_boundary(at) { at += 1; }
+                chunks.push(&rest[..at]);
+                rest = &rest[at..];
+            }
+            let mut s = StreamScanner::new(g.clone());
+            let mut sent = String::new();
+            let mut leaked = false;
+            for ch in chunks {
+                let (out, l) = s.push(ch);
+                sent.push_str(&out);
+                if l { leaked = true; break; }
+            }
+            if !leaked {
+                let (out, l) = s.finish();
+                sent.push_str(&out);
+                leaked = l;
+            }
+            let restored = g.scan_output(&text).0;
+            if text.contains(canary) {
+                proptest::prop_assert!(leaked);
+                proptest::prop_assert!(!sent.contains(canary));
+                let before = g.scan_output(&text[..text.find(canary).unwrap_or(0)]).0;
+                proptest::prop_assert!(before.starts_with(&sent) || restored.starts_with(&sent));
+            } else {
+                proptest::prop_assert!(!leaked);
+                proptest::prop_assert_eq!(sent, restored);
+            }
+        }
+    }
+
+    #[test]
+    fn the_held_tail_is_the_longest_possible_start() {
+        let g = guarded("abab-c", &[]);
+        assert_eq!(g.undecided_tail("xxabab"), 4);
+        assert_eq!(g.undecided_tail("xxaba"), 3);
+        assert_eq!(g.undecided_tail("xx"), 0);
+        assert_eq!(g.undecided_tail("abab-c"), 0, "a whole pattern is not a proper prefix");
+        assert_eq!(g.undecided_tail("é"), 0);
+        assert_eq!(g.undecided_tail("xxxxxé"), 0, "a window starting inside a character");
+        assert_eq!(guarded("ab", &[]).undecided_tail("xé"), 0);
+        let mut s = StreamScanner::new(g);
+        assert_eq!(s.push("ab ab"), ("ab ".to_owned(), false));
+        assert_eq!(s.push("ab-c"), (String::new(), true), "split over three chunks, still caught");
     }
 
     #[test]
