@@ -145,6 +145,9 @@ fn writer_loop(w: Writer, mut rx: mpsc::Receiver<Job>) {
     while open {
         let Some(first) = rx.blocking_recv() else { break };
         batch.push(first);
+        // Let the request threads (often on the same core) queue what they
+        // are about to write before this batch closes.
+        std::thread::yield_now();
         drain(&mut rx, &mut batch);
         if batch.iter().all(|j| j.op.is_none()) {
             // Only wake-ups for pending counts: give a real write a moment to carry them.
