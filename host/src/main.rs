@@ -3,12 +3,6 @@ use clap::Parser;
 use gatehouse::cli::{Cli, Command};
 use gatehouse::config::{Config, LogFormat};
 
-/// mimalloc instead of glibc's malloc: the request path allocates many small,
-/// short-lived buffers (JSON values, plugin arguments) across threads, where
-/// glibc's arenas spent ~12 % of a loaded server's CPU (docs/benchmarks.md).
-#[global_allocator]
-static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
-
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
