@@ -17,7 +17,14 @@ pub trait ProviderAdapter: Send + Sync {
     /// `model` is the model name without the provider prefix.
     fn build_request(&self, up: &UpstreamTarget, model: &str, req: &NormalizedRequest) -> Result<HttpRequestDesc, AttemptError>;
     fn parse_response(&self, up: &UpstreamTarget, status: u16, body: &str) -> Result<Completion, AttemptError>;
-    fn parse_stream_event(&self, up: &UpstreamTarget, state: &str, event: &SseEvent) -> Result<StreamPiece, AttemptError>;
+    /// A parser for the events of one stream (it may keep one plugin instance for the whole stream).
+    fn stream_parser(&self, up: &UpstreamTarget) -> Result<Box<dyn StreamParser>, AttemptError>;
+}
+
+/// Parses one stream's events, in order.
+pub trait StreamParser: Send {
+    /// One event with the state the previous one returned ("" first).
+    fn parse(&mut self, state: &str, event: &SseEvent) -> Result<StreamPiece, AttemptError>;
 }
 
 /// A model resolved to its provider entry and adapter.
@@ -49,7 +56,7 @@ pub async fn complete(
 
 /// A stream that has produced its first token.
 pub struct OpenStream {
-    pub resolved: Resolved,
+    parser: Box<dyn StreamParser>,
     body: ByteStream,
     decoder: SseDecoder,
     state: String,
@@ -85,7 +92,7 @@ pub async fn open_stream(
         });
     }
     let mut open = OpenStream {
-        resolved: resolved.clone(),
+        parser: resolved.adapter.stream_parser(&resolved.target)?,
         body: resp.body,
         decoder: SseDecoder::new(),
         state: String::new(),
@@ -123,7 +130,7 @@ impl OpenStream {
                 return Ok(None);
             }
             if let Some(ev) = self.queued.pop_front() {
-                let piece = self.resolved.adapter.parse_stream_event(&self.resolved.target, &self.state, &ev)?;
+                let piece = self.parser.parse(&self.state, &ev)?;
                 self.state.clone_from(&piece.state);
                 if piece.done {
                     self.finished = true;

@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use super::plugin::{PluginError, policy_calls as pc, provider_calls as pv, shield_calls as sc};
+use super::plugin::{PluginError, StreamSession, policy_calls as pc, provider_calls as pv, shield_calls as sc};
 use super::{Kind, Plugin, PluginRuntime, Registry};
-use crate::chat::engine::ProviderAdapter;
+use crate::chat::engine::{ProviderAdapter, StreamParser};
 use crate::chat::providers::{AdapterSet, AdapterSource};
 use crate::chat::security::{self, Action, Detector, PolicyDecision, PolicyEngine, PolicyInput, Stage, Strictness, Verdict};
 use crate::chat::sse::SseEvent;
@@ -115,9 +115,27 @@ impl ProviderAdapter for ProviderPlugin {
         Ok(Completion { content: c.content, finish_reason: c.finish_reason, usage: c.usage.map(usage) })
     }
 
-    fn parse_stream_event(&self, up: &UpstreamTarget, state: &str, event: &SseEvent) -> Result<StreamPiece, AttemptError> {
+    fn stream_parser(&self, up: &UpstreamTarget) -> Result<Box<dyn StreamParser>, AttemptError> {
+        // The instance is made with the first event, so an attempt that fails earlier costs none.
+        Ok(Box::new(PluginStreamParser { plugin: self.0.clone(), up: upstream(up), session: None }))
+    }
+}
+
+/// A stream's events parsed on one instance of the provider plugin.
+struct PluginStreamParser {
+    plugin: Arc<Plugin>,
+    up: pv::Upstream,
+    session: Option<StreamSession>,
+}
+
+impl StreamParser for PluginStreamParser {
+    fn parse(&mut self, state: &str, event: &SseEvent) -> Result<StreamPiece, AttemptError> {
+        let session = match &mut self.session {
+            Some(s) => s,
+            None => self.session.insert(self.plugin.stream_session().map_err(fault)?),
+        };
         let ev = pv::StreamEvent { event: event.event.clone(), data: event.data.clone() };
-        let o = self.0.parse_stream_event(&upstream(up), state, &ev).map_err(fault)?.map_err(provider_error)?;
+        let o = session.parse_stream_event(&self.up, state, &ev).map_err(fault)?.map_err(provider_error)?;
         Ok(StreamPiece { content: o.content, finish_reason: o.finish_reason, usage: o.usage.map(usage), done: o.done, state: o.state })
     }
 }

@@ -367,6 +367,56 @@ pub mod provider_calls {
     }
 }
 
+/// One provider instance for the events of one stream: instantiated once, so
+/// each further event costs only its call. It belongs to one request and is
+/// dropped with it (DESIGN: a fresh store per request); after a fault it is
+/// poisoned, like a warm retriever.
+pub struct StreamSession {
+    plugin: Arc<Plugin>,
+    store: Store<CallState>,
+    instance: bindings::provider::Provider,
+    poisoned: bool,
+}
+
+impl Plugin {
+    /// A [`StreamSession`] of this provider.
+    pub fn stream_session(self: &Arc<Self>) -> Result<StreamSession, PluginError> {
+        let Pre::Provider(pre) = &self.pre else {
+            return Err(self.wrong_kind(Kind::Provider));
+        };
+        let mut store = self.store()?;
+        let started = Instant::now();
+        let r = drive(pre.instantiate_async(&mut store));
+        let instance = self.finish(&store, started, r)?;
+        Ok(StreamSession { plugin: self.clone(), store, instance, poisoned: false })
+    }
+}
+
+impl StreamSession {
+    /// `parse-stream-event` on this stream's instance, with a fresh CPU deadline.
+    pub fn parse_stream_event(
+        &mut self,
+        up: &provider_calls::Upstream,
+        state: &str,
+        ev: &provider_calls::StreamEvent,
+    ) -> Result<Result<provider_calls::StreamOutput, provider_calls::ProviderError>, PluginError> {
+        if self.poisoned {
+            return Err(PluginError::Failed {
+                plugin: self.plugin.name.clone(),
+                detail: "instance is poisoned by an earlier fault".into(),
+            });
+        }
+        let StreamSession { plugin, store, instance, poisoned } = self;
+        store.data_mut().begin_call();
+        set_deadline(store, plugin.grants.deadline_ticks);
+        let started = Instant::now();
+        let r = drive(instance.gatehouse_plugin_provider_api().call_parse_stream_event(&mut *store, up, state, ev));
+        let out = plugin.finish(store, started, r);
+        *poisoned = out.is_err();
+        out
+    }
+}
+
 /// Calls of the `shield` world.
 pub mod shield_calls {
     use super::*;
