@@ -14,17 +14,19 @@ use super::types::{AttemptError, ChainEntry, Completion, HttpRequestDesc, Normal
 /// A provider adapter as the chat path sees it. Implemented over the plugin
 /// runtime's provider components; a plugin fault is a `server_error`.
 pub trait ProviderAdapter: Send + Sync {
-    /// `model` is the model name without the provider prefix.
-    fn build_request(&self, up: &UpstreamTarget, model: &str, req: &NormalizedRequest) -> Result<HttpRequestDesc, AttemptError>;
-    fn parse_response(&self, up: &UpstreamTarget, status: u16, body: &str) -> Result<Completion, AttemptError>;
-    /// A parser for the events of one stream (it may keep one plugin instance for the whole stream).
-    fn stream_parser(&self, up: &UpstreamTarget) -> Result<Box<dyn StreamParser>, AttemptError>;
+    /// The calls of one attempt against `up`: they may share one plugin instance.
+    fn attempt(&self, up: &UpstreamTarget) -> Box<dyn AttemptCalls>;
 }
 
-/// Parses one stream's events, in order.
-pub trait StreamParser: Send {
+/// The adapter calls of one attempt, in order: the request, then the whole
+/// answer or each event of the stream.
+pub trait AttemptCalls: Send {
+    /// `model` is the model name without the provider prefix.
+    fn build_request(&mut self, model: &str, req: &NormalizedRequest) -> Result<HttpRequestDesc, AttemptError>;
+    /// A complete upstream response of any status.
+    fn parse_response(&mut self, status: u16, body: &str) -> Result<Completion, AttemptError>;
     /// One event with the state the previous one returned ("" first).
-    fn parse(&mut self, state: &str, event: &SseEvent) -> Result<StreamPiece, AttemptError>;
+    fn parse_stream_event(&mut self, state: &str, event: &SseEvent) -> Result<StreamPiece, AttemptError>;
 }
 
 /// A model resolved to its provider entry and adapter.
@@ -45,18 +47,19 @@ pub async fn complete(
     entry: &ChainEntry,
     req: &NormalizedRequest,
 ) -> Result<Completion, AttemptError> {
-    let http = resolved.adapter.build_request(&resolved.target, entry.model.name(), req)?;
+    let mut calls = resolved.adapter.attempt(&resolved.target);
+    let http = calls.build_request(entry.model.name(), req)?;
     let work = async {
         let resp = transport.send(&http).await?;
         let body = transport.read_all(resp.body).await?;
-        resolved.adapter.parse_response(&resolved.target, resp.status, &body)
+        calls.parse_response(resp.status, &body)
     };
     tokio::time::timeout(entry.timeout, work).await.map_err(|_| timed_out("no complete answer", entry.timeout))?
 }
 
 /// A stream that has produced its first token.
 pub struct OpenStream {
-    parser: Box<dyn StreamParser>,
+    calls: Box<dyn AttemptCalls>,
     body: ByteStream,
     decoder: SseDecoder,
     state: String,
@@ -77,7 +80,8 @@ pub async fn open_stream(
     entry: &ChainEntry,
     req: &NormalizedRequest,
 ) -> Result<OpenStream, AttemptError> {
-    let http = resolved.adapter.build_request(&resolved.target, entry.model.name(), req)?;
+    let mut calls = resolved.adapter.attempt(&resolved.target);
+    let http = calls.build_request(entry.model.name(), req)?;
     let deadline = tokio::time::Instant::now() + entry.first_token_timeout;
     let resp = tokio::time::timeout_at(deadline, transport.send(&http))
         .await
@@ -86,13 +90,13 @@ pub async fn open_stream(
         let body = tokio::time::timeout_at(deadline, transport.read_all(resp.body))
             .await
             .map_err(|_| timed_out("no first token", entry.first_token_timeout))??;
-        return Err(match resolved.adapter.parse_response(&resolved.target, resp.status, &body) {
+        return Err(match calls.parse_response(resp.status, &body) {
             Err(e) => e,
             Ok(_) => AttemptError::new(Trigger::ServerError, format!("upstream answered status {} to a stream request", resp.status)),
         });
     }
     let mut open = OpenStream {
-        parser: resolved.adapter.stream_parser(&resolved.target)?,
+        calls,
         body: resp.body,
         decoder: SseDecoder::new(),
         state: String::new(),
@@ -130,7 +134,7 @@ impl OpenStream {
                 return Ok(None);
             }
             if let Some(ev) = self.queued.pop_front() {
-                let piece = self.parser.parse(&self.state, &ev)?;
+                let piece = self.calls.parse_stream_event(&self.state, &ev)?;
                 self.state.clone_from(&piece.state);
                 if piece.done {
                     self.finished = true;

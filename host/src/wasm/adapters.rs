@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use super::plugin::{PluginError, StreamSession, policy_calls as pc, provider_calls as pv, shield_calls as sc};
+use super::plugin::{PluginError, ProviderSession, policy_calls as pc, provider_calls as pv, shield_calls as sc};
 use super::{Kind, Plugin, PluginRuntime, Registry};
-use crate::chat::engine::{ProviderAdapter, StreamParser};
+use crate::chat::engine::{AttemptCalls, ProviderAdapter};
 use crate::chat::providers::{AdapterSet, AdapterSource};
 use crate::chat::security::{self, Action, Detector, PolicyDecision, PolicyEngine, PolicyInput, Stage, Strictness, Verdict};
 use crate::chat::sse::SseEvent;
@@ -79,7 +79,30 @@ fn upstream(t: &UpstreamTarget) -> pv::Upstream {
 pub struct ProviderPlugin(pub Arc<Plugin>);
 
 impl ProviderAdapter for ProviderPlugin {
-    fn build_request(&self, up: &UpstreamTarget, model: &str, req: &NormalizedRequest) -> Result<HttpRequestDesc, AttemptError> {
+    fn attempt(&self, up: &UpstreamTarget) -> Box<dyn AttemptCalls> {
+        Box::new(PluginAttempt { plugin: self.0.clone(), up: upstream(up), session: None })
+    }
+}
+
+/// The calls of one attempt on one instance of the provider plugin, made
+/// with the first call.
+struct PluginAttempt {
+    plugin: Arc<Plugin>,
+    up: pv::Upstream,
+    session: Option<ProviderSession>,
+}
+
+/// The attempt's instance, made on first use.
+fn session<'a>(plugin: &Arc<Plugin>, slot: &'a mut Option<ProviderSession>) -> Result<&'a mut ProviderSession, AttemptError> {
+    let s = match slot.take() {
+        Some(s) => s,
+        None => plugin.provider_session().map_err(fault)?,
+    };
+    Ok(slot.insert(s))
+}
+
+impl AttemptCalls for PluginAttempt {
+    fn build_request(&mut self, model: &str, req: &NormalizedRequest) -> Result<HttpRequestDesc, AttemptError> {
         let request = pv::ChatRequest {
             model: model.to_owned(),
             messages: req
@@ -101,7 +124,7 @@ impl ProviderAdapter for ProviderPlugin {
             stop: req.stop.clone(),
             extra_json: req.extra_json.clone(),
         };
-        let http = self.0.build_request(&upstream(up), &request).map_err(fault)?.map_err(provider_error)?;
+        let http = session(&self.plugin, &mut self.session)?.build_request(&self.up, &request).map_err(fault)?.map_err(provider_error)?;
         Ok(HttpRequestDesc {
             method: http.method,
             url: http.url,
@@ -110,32 +133,15 @@ impl ProviderAdapter for ProviderPlugin {
         })
     }
 
-    fn parse_response(&self, up: &UpstreamTarget, status: u16, body: &str) -> Result<Completion, AttemptError> {
-        let c = self.0.parse_response(&upstream(up), status, body).map_err(fault)?.map_err(provider_error)?;
+    fn parse_response(&mut self, status: u16, body: &str) -> Result<Completion, AttemptError> {
+        let c = session(&self.plugin, &mut self.session)?.parse_response(&self.up, status, body).map_err(fault)?.map_err(provider_error)?;
         Ok(Completion { content: c.content, finish_reason: c.finish_reason, usage: c.usage.map(usage) })
     }
 
-    fn stream_parser(&self, up: &UpstreamTarget) -> Result<Box<dyn StreamParser>, AttemptError> {
-        // The instance is made with the first event, so an attempt that fails earlier costs none.
-        Ok(Box::new(PluginStreamParser { plugin: self.0.clone(), up: upstream(up), session: None }))
-    }
-}
-
-/// A stream's events parsed on one instance of the provider plugin.
-struct PluginStreamParser {
-    plugin: Arc<Plugin>,
-    up: pv::Upstream,
-    session: Option<StreamSession>,
-}
-
-impl StreamParser for PluginStreamParser {
-    fn parse(&mut self, state: &str, event: &SseEvent) -> Result<StreamPiece, AttemptError> {
-        let session = match &mut self.session {
-            Some(s) => s,
-            None => self.session.insert(self.plugin.stream_session().map_err(fault)?),
-        };
+    fn parse_stream_event(&mut self, state: &str, event: &SseEvent) -> Result<StreamPiece, AttemptError> {
         let ev = pv::StreamEvent { event: event.event.clone(), data: event.data.clone() };
-        let o = session.parse_stream_event(&self.up, state, &ev).map_err(fault)?.map_err(provider_error)?;
+        let o =
+            session(&self.plugin, &mut self.session)?.parse_stream_event(&self.up, state, &ev).map_err(fault)?.map_err(provider_error)?;
         Ok(StreamPiece { content: o.content, finish_reason: o.finish_reason, usage: o.usage.map(usage), done: o.done, state: o.state })
     }
 }

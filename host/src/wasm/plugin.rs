@@ -367,53 +367,87 @@ pub mod provider_calls {
     }
 }
 
-/// One provider instance for the events of one stream: instantiated once, so
-/// each further event costs only its call. It belongs to one request and is
+/// One provider instance for the calls of one attempt (the request it
+/// builds, then the answer or every event of the stream): instantiated once,
+/// so each further call costs only the call. It belongs to one request and is
 /// dropped with it (DESIGN: a fresh store per request); after a fault it is
 /// poisoned, like a warm retriever.
-pub struct StreamSession {
+pub struct ProviderSession {
     plugin: Arc<Plugin>,
     store: Store<CallState>,
     instance: bindings::provider::Provider,
     poisoned: bool,
+    /// When instantiation began: the first call's recorded time includes it,
+    /// so statistics count calls, not instantiations.
+    setup_started: Option<Instant>,
 }
 
 impl Plugin {
-    /// A [`StreamSession`] of this provider.
-    pub fn stream_session(self: &Arc<Self>) -> Result<StreamSession, PluginError> {
+    /// A [`ProviderSession`] of this provider.
+    pub fn provider_session(self: &Arc<Self>) -> Result<ProviderSession, PluginError> {
         let Pre::Provider(pre) = &self.pre else {
             return Err(self.wrong_kind(Kind::Provider));
         };
         let mut store = self.store()?;
         let started = Instant::now();
-        let r = drive(pre.instantiate_async(&mut store));
-        let instance = self.finish(&store, started, r)?;
-        Ok(StreamSession { plugin: self.clone(), store, instance, poisoned: false })
+        let instance = match drive(pre.instantiate_async(&mut store)) {
+            Ok(i) => i,
+            // A failed instantiation is recorded as a failed call.
+            Err(e) => return self.finish(&store, started, Err(e)),
+        };
+        Ok(ProviderSession { plugin: self.clone(), store, instance, poisoned: false, setup_started: Some(started) })
     }
 }
 
-impl StreamSession {
-    /// `parse-stream-event` on this stream's instance, with a fresh CPU deadline.
-    pub fn parse_stream_event(
+impl ProviderSession {
+    /// One call on this instance, with a fresh CPU deadline and log budget.
+    fn call<R>(
         &mut self,
-        up: &provider_calls::Upstream,
-        state: &str,
-        ev: &provider_calls::StreamEvent,
-    ) -> Result<Result<provider_calls::StreamOutput, provider_calls::ProviderError>, PluginError> {
+        f: impl AsyncFnOnce(&mut Store<CallState>, &bindings::provider::Provider) -> wasmtime::Result<R>,
+    ) -> Result<R, PluginError> {
         if self.poisoned {
             return Err(PluginError::Failed {
                 plugin: self.plugin.name.clone(),
                 detail: "instance is poisoned by an earlier fault".into(),
             });
         }
-        let StreamSession { plugin, store, instance, poisoned } = self;
+        let ProviderSession { plugin, store, instance, poisoned, setup_started } = self;
         store.data_mut().begin_call();
         set_deadline(store, plugin.grants.deadline_ticks);
-        let started = Instant::now();
-        let r = drive(instance.gatehouse_plugin_provider_api().call_parse_stream_event(&mut *store, up, state, ev));
+        let started = setup_started.take().unwrap_or_else(Instant::now);
+        let r = drive(f(store, instance));
         let out = plugin.finish(store, started, r);
         *poisoned = out.is_err();
         out
+    }
+
+    /// `build-request` on this attempt's instance.
+    pub fn build_request(
+        &mut self,
+        up: &provider_calls::Upstream,
+        req: &provider_calls::ChatRequest,
+    ) -> Result<Result<provider_calls::HttpRequest, provider_calls::ProviderError>, PluginError> {
+        self.call(async |s, i| i.gatehouse_plugin_provider_api().call_build_request(s, up, req).await)
+    }
+
+    /// `parse-response` on this attempt's instance.
+    pub fn parse_response(
+        &mut self,
+        up: &provider_calls::Upstream,
+        status: u16,
+        body: &str,
+    ) -> Result<Result<provider_calls::Completion, provider_calls::ProviderError>, PluginError> {
+        self.call(async |s, i| i.gatehouse_plugin_provider_api().call_parse_response(s, up, status, body).await)
+    }
+
+    /// `parse-stream-event` on this attempt's instance.
+    pub fn parse_stream_event(
+        &mut self,
+        up: &provider_calls::Upstream,
+        state: &str,
+        ev: &provider_calls::StreamEvent,
+    ) -> Result<Result<provider_calls::StreamOutput, provider_calls::ProviderError>, PluginError> {
+        self.call(async |s, i| i.gatehouse_plugin_provider_api().call_parse_stream_event(s, up, state, ev).await)
     }
 }
 
