@@ -14,19 +14,10 @@ use super::types::{AttemptError, ChainEntry, Completion, HttpRequestDesc, Normal
 /// A provider adapter as the chat path sees it. Implemented over the plugin
 /// runtime's provider components; a plugin fault is a `server_error`.
 pub trait ProviderAdapter: Send + Sync {
-    /// The calls of one attempt against `up`: they may share one plugin instance.
-    fn attempt(&self, up: &UpstreamTarget) -> Box<dyn AttemptCalls>;
-}
-
-/// The adapter calls of one attempt, in order: the request, then the whole
-/// answer or each event of the stream.
-pub trait AttemptCalls: Send {
     /// `model` is the model name without the provider prefix.
-    fn build_request(&mut self, model: &str, req: &NormalizedRequest) -> Result<HttpRequestDesc, AttemptError>;
-    /// A complete upstream response of any status.
-    fn parse_response(&mut self, status: u16, body: &str) -> Result<Completion, AttemptError>;
-    /// One event with the state the previous one returned ("" first).
-    fn parse_stream_event(&mut self, state: &str, event: &SseEvent) -> Result<StreamPiece, AttemptError>;
+    fn build_request(&self, up: &UpstreamTarget, model: &str, req: &NormalizedRequest) -> Result<HttpRequestDesc, AttemptError>;
+    fn parse_response(&self, up: &UpstreamTarget, status: u16, body: &str) -> Result<Completion, AttemptError>;
+    fn parse_stream_event(&self, up: &UpstreamTarget, state: &str, event: &SseEvent) -> Result<StreamPiece, AttemptError>;
 }
 
 /// A model resolved to its provider entry and adapter.
@@ -47,19 +38,18 @@ pub async fn complete(
     entry: &ChainEntry,
     req: &NormalizedRequest,
 ) -> Result<Completion, AttemptError> {
-    let mut calls = resolved.adapter.attempt(&resolved.target);
-    let http = calls.build_request(entry.model.name(), req)?;
+    let http = resolved.adapter.build_request(&resolved.target, entry.model.name(), req)?;
     let work = async {
         let resp = transport.send(&http).await?;
         let body = transport.read_all(resp.body).await?;
-        calls.parse_response(resp.status, &body)
+        resolved.adapter.parse_response(&resolved.target, resp.status, &body)
     };
     tokio::time::timeout(entry.timeout, work).await.map_err(|_| timed_out("no complete answer", entry.timeout))?
 }
 
 /// A stream that has produced its first token.
 pub struct OpenStream {
-    calls: Box<dyn AttemptCalls>,
+    pub resolved: Resolved,
     body: ByteStream,
     decoder: SseDecoder,
     state: String,
@@ -80,8 +70,7 @@ pub async fn open_stream(
     entry: &ChainEntry,
     req: &NormalizedRequest,
 ) -> Result<OpenStream, AttemptError> {
-    let mut calls = resolved.adapter.attempt(&resolved.target);
-    let http = calls.build_request(entry.model.name(), req)?;
+    let http = resolved.adapter.build_request(&resolved.target, entry.model.name(), req)?;
     let deadline = tokio::time::Instant::now() + entry.first_token_timeout;
     let resp = tokio::time::timeout_at(deadline, transport.send(&http))
         .await
@@ -90,13 +79,13 @@ pub async fn open_stream(
         let body = tokio::time::timeout_at(deadline, transport.read_all(resp.body))
             .await
             .map_err(|_| timed_out("no first token", entry.first_token_timeout))??;
-        return Err(match calls.parse_response(resp.status, &body) {
+        return Err(match resolved.adapter.parse_response(&resolved.target, resp.status, &body) {
             Err(e) => e,
             Ok(_) => AttemptError::new(Trigger::ServerError, format!("upstream answered status {} to a stream request", resp.status)),
         });
     }
     let mut open = OpenStream {
-        calls,
+        resolved: resolved.clone(),
         body: resp.body,
         decoder: SseDecoder::new(),
         state: String::new(),
@@ -134,7 +123,7 @@ impl OpenStream {
                 return Ok(None);
             }
             if let Some(ev) = self.queued.pop_front() {
-                let piece = self.calls.parse_stream_event(&self.state, &ev)?;
+                let piece = self.resolved.adapter.parse_stream_event(&self.resolved.target, &self.state, &ev)?;
                 self.state.clone_from(&piece.state);
                 if piece.done {
                     self.finished = true;

@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use super::plugin::{PluginError, ProviderSession, policy_calls as pc, provider_calls as pv, shield_calls as sc};
+use super::plugin::{PluginError, policy_calls as pc, provider_calls as pv, shield_calls as sc};
 use super::{Kind, Plugin, PluginRuntime, Registry};
-use crate::chat::engine::{AttemptCalls, ProviderAdapter};
+use crate::chat::engine::ProviderAdapter;
 use crate::chat::providers::{AdapterSet, AdapterSource};
 use crate::chat::security::{self, Action, Detector, PolicyDecision, PolicyEngine, PolicyInput, Stage, Strictness, Verdict};
 use crate::chat::sse::SseEvent;
@@ -79,30 +79,7 @@ fn upstream(t: &UpstreamTarget) -> pv::Upstream {
 pub struct ProviderPlugin(pub Arc<Plugin>);
 
 impl ProviderAdapter for ProviderPlugin {
-    fn attempt(&self, up: &UpstreamTarget) -> Box<dyn AttemptCalls> {
-        Box::new(PluginAttempt { plugin: self.0.clone(), up: upstream(up), session: None })
-    }
-}
-
-/// The calls of one attempt on one instance of the provider plugin, made
-/// with the first call.
-struct PluginAttempt {
-    plugin: Arc<Plugin>,
-    up: pv::Upstream,
-    session: Option<ProviderSession>,
-}
-
-/// The attempt's instance, made on first use.
-fn session<'a>(plugin: &Arc<Plugin>, slot: &'a mut Option<ProviderSession>) -> Result<&'a mut ProviderSession, AttemptError> {
-    let s = match slot.take() {
-        Some(s) => s,
-        None => plugin.provider_session().map_err(fault)?,
-    };
-    Ok(slot.insert(s))
-}
-
-impl AttemptCalls for PluginAttempt {
-    fn build_request(&mut self, model: &str, req: &NormalizedRequest) -> Result<HttpRequestDesc, AttemptError> {
+    fn build_request(&self, up: &UpstreamTarget, model: &str, req: &NormalizedRequest) -> Result<HttpRequestDesc, AttemptError> {
         let request = pv::ChatRequest {
             model: model.to_owned(),
             messages: req
@@ -124,7 +101,7 @@ impl AttemptCalls for PluginAttempt {
             stop: req.stop.clone(),
             extra_json: req.extra_json.clone(),
         };
-        let http = session(&self.plugin, &mut self.session)?.build_request(&self.up, &request).map_err(fault)?.map_err(provider_error)?;
+        let http = self.0.build_request(&upstream(up), &request).map_err(fault)?.map_err(provider_error)?;
         Ok(HttpRequestDesc {
             method: http.method,
             url: http.url,
@@ -133,15 +110,14 @@ impl AttemptCalls for PluginAttempt {
         })
     }
 
-    fn parse_response(&mut self, status: u16, body: &str) -> Result<Completion, AttemptError> {
-        let c = session(&self.plugin, &mut self.session)?.parse_response(&self.up, status, body).map_err(fault)?.map_err(provider_error)?;
+    fn parse_response(&self, up: &UpstreamTarget, status: u16, body: &str) -> Result<Completion, AttemptError> {
+        let c = self.0.parse_response(&upstream(up), status, body).map_err(fault)?.map_err(provider_error)?;
         Ok(Completion { content: c.content, finish_reason: c.finish_reason, usage: c.usage.map(usage) })
     }
 
-    fn parse_stream_event(&mut self, state: &str, event: &SseEvent) -> Result<StreamPiece, AttemptError> {
+    fn parse_stream_event(&self, up: &UpstreamTarget, state: &str, event: &SseEvent) -> Result<StreamPiece, AttemptError> {
         let ev = pv::StreamEvent { event: event.event.clone(), data: event.data.clone() };
-        let o =
-            session(&self.plugin, &mut self.session)?.parse_stream_event(&self.up, state, &ev).map_err(fault)?.map_err(provider_error)?;
+        let o = self.0.parse_stream_event(&upstream(up), state, &ev).map_err(fault)?.map_err(provider_error)?;
         Ok(StreamPiece { content: o.content, finish_reason: o.finish_reason, usage: o.usage.map(usage), done: o.done, state: o.state })
     }
 }
