@@ -550,3 +550,52 @@ async fn discovery_lists_what_the_key_may_use() {
     assert!(names.contains(&"internal") && names.contains(&"open") && !names.contains(&"public"), "{names:?}");
     assert_eq!(s.client.get(s.url("/api/models")).send().await.expect("anon").status(), 401);
 }
+
+/// More streams open at once than the plugin runtime has instance slots (256):
+/// a stream must not hold a plugin instance while it waits on the upstream, or
+/// the pool runs out and other requests' plugin calls fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn more_open_streams_than_instance_slots_leave_other_requests_unharmed() {
+    use futures::StreamExt;
+    const STREAMS: usize = 300;
+    let mock = MockUpstream::start().await;
+    // The default security pipeline (policy, Prompt Shield, PII/DLP, canary): many plugin calls per request.
+    let s = Server::builder()
+        .toml("[limits.chat]\nper_minute = 100000\nper_hour = 100000\nper_day = 100000\nper_month = 100000\n")
+        .toml(&providers(&mock))
+        .env("MOCK_OPENAI_KEY", "sk-upstream-openai-secret")
+        .env("MOCK_ANTHROPIC_KEY", "sk-ant-upstream-secret")
+        .start();
+    let open = |i: usize| {
+        let (client, url, key) = (s.client.clone(), s.url("/chat/completions"), s.admin_key.clone());
+        async move {
+            let body =
+                json!({"index": "Zero-Knowledge", "stream": true, "prompt": format!("stream {i} please"), "model": "openai/stall-3000-p"});
+            let r = client.post(url).bearer_auth(key).json(&body).send().await.expect("send");
+            assert_eq!(r.status(), 200, "stream {i}");
+            let mut body = r.bytes_stream();
+            let mut seen = String::new();
+            while !seen.contains("\"type\":\"chunk\"") {
+                let chunk = body.next().await.expect("a frame").expect("bytes");
+                seen.push_str(&String::from_utf8_lossy(&chunk));
+            }
+            (body, seen)
+        }
+    };
+    let opened = futures::future::join_all((0..STREAMS).map(open)).await;
+    // Every stream has its first token and is now waiting on the upstream's pause.
+    for i in 0..10 {
+        let (status, _, body) = chat(&s, json!({"index": "Zero-Knowledge", "model": "openai/ok-a", "prompt": format!("json {i}")})).await;
+        assert_eq!(status, 200, "a JSON request beside {STREAMS} open streams: {body}");
+    }
+    let finished = futures::future::join_all(opened.into_iter().map(|(mut body, mut seen)| async move {
+        while let Some(chunk) = body.next().await {
+            seen.push_str(&String::from_utf8_lossy(&chunk.expect("bytes")));
+        }
+        seen
+    }))
+    .await;
+    for (i, text) in finished.iter().enumerate() {
+        assert!(text.contains("[DONE]") && !text.contains("\"type\":\"error\""), "stream {i} ended cleanly: {text}");
+    }
+}
