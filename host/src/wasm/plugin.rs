@@ -191,6 +191,22 @@ impl Plugin {
         self.store_with(&[])
     }
 
+    /// One call on a fresh instance: a new store, `instantiate`, then `call`;
+    /// the store is dropped after the call is recorded.
+    fn fresh_call<I, R>(
+        &self,
+        instantiate: impl AsyncFnOnce(&mut Store<CallState>) -> wasmtime::Result<I>,
+        call: impl AsyncFnOnce(&mut Store<CallState>, &I) -> wasmtime::Result<R>,
+    ) -> Result<R, PluginError> {
+        let mut store = self.store()?;
+        let started = Instant::now();
+        let r = drive(async {
+            let inst = instantiate(&mut store).await?;
+            call(&mut store, &inst).await
+        });
+        self.finish(&store, started, r)
+    }
+
     /// A store with the plugin's grants plus `mounts` (host folder, guest path), read-only.
     fn store_with(&self, mounts: &[(&Path, &str)]) -> Result<Store<CallState>, PluginError> {
         let mut b = WasiCtxBuilder::new();
@@ -336,13 +352,7 @@ pub mod provider_calls {
             let Pre::Provider(pre) = &self.pre else {
                 return Err(self.wrong_kind(Kind::Provider));
             };
-            let mut store = self.store()?;
-            let started = Instant::now();
-            let r = drive(async {
-                let inst = pre.instantiate_async(&mut store).await?;
-                f(&mut store, &inst).await
-            });
-            self.finish(&store, started, r)
+            self.fresh_call(async |s| pre.instantiate_async(s).await, f)
         }
 
         /// `build-request`: the HTTP request to send upstream (or the adapter's own error).
@@ -382,13 +392,7 @@ pub mod shield_calls {
             let Pre::Shield(pre) = &self.pre else {
                 return Err(self.wrong_kind(Kind::Shield));
             };
-            let mut store = self.store()?;
-            let started = Instant::now();
-            let r = drive(async {
-                let inst = pre.instantiate_async(&mut store).await?;
-                f(&mut store, &inst).await
-            });
-            self.finish(&store, started, r)
+            self.fresh_call(async |s| pre.instantiate_async(s).await, f)
         }
 
         /// `inspect`: one verdict per text, in order.
@@ -415,13 +419,10 @@ pub mod policy_calls {
             let Pre::Policy(pre) = &self.pre else {
                 return Err(self.wrong_kind(Kind::Policy));
             };
-            let mut store = self.store()?;
-            let started = Instant::now();
-            let r = drive(async {
-                let inst = pre.instantiate_async(&mut store).await?;
-                inst.gatehouse_plugin_policy_api().call_evaluate(&mut store, ctx).await
-            });
-            self.finish(&store, started, r)
+            self.fresh_call(
+                async |s| pre.instantiate_async(s).await,
+                async |s, i| i.gatehouse_plugin_policy_api().call_evaluate(s, ctx).await,
+            )
         }
     }
 }
@@ -437,13 +438,10 @@ pub mod retriever_calls {
             let Pre::Retriever(pre) = &self.pre else {
                 return Err(self.wrong_kind(Kind::Retriever));
             };
-            let mut store = self.store()?;
-            let started = Instant::now();
-            let r = drive(async {
-                let inst = pre.instantiate_async(&mut store).await?;
-                inst.gatehouse_plugin_retriever_api().call_retrieve(&mut store, req).await
-            });
-            self.finish(&store, started, r)
+            self.fresh_call(
+                async |s| pre.instantiate_async(s).await,
+                async |s, i| i.gatehouse_plugin_retriever_api().call_retrieve(s, req).await,
+            )
         }
 
         /// A long-lived instance of this retriever with `mounts` (host folder,
@@ -635,13 +633,7 @@ impl Plugin {
     fn info(&self) -> Result<(String, String, String, Kind), PluginError> {
         macro_rules! info_of {
             ($pre:expr, $iface:ident, $world:ident) => {{
-                let mut store = self.store()?;
-                let started = Instant::now();
-                let r = drive(async {
-                    let inst = $pre.instantiate_async(&mut store).await?;
-                    inst.$iface().call_info(&mut store).await
-                });
-                let i = self.finish(&store, started, r)?;
+                let i = self.fresh_call(async |s| $pre.instantiate_async(s).await, async |s, i| i.$iface().call_info(s).await)?;
                 use bindings::$world::gatehouse::plugin::types::PluginKind as K;
                 let k = match i.kind {
                     K::Provider => Kind::Provider,
