@@ -39,21 +39,8 @@ mock_port="$(free_port)"
 taskset -c 0 "$root/target/release/examples/compare" mock --port "$mock_port" >/dev/null 2>&1 &
 pids+=($!)
 port="$(free_port)"
-key="sk-bench-admin-0123456789abcdefghijklmnopqrstuvwxyz"
-cat > "$work/gatehouse.toml" <<TOML
-listen = "127.0.0.1:$port"
-data_dir = "$work/data"
-durable_writes = $durable
-[limits.chat]
-per_minute = 100000000
-per_hour = 100000000
-per_day = 100000000
-per_month = 1000000000
-[providers.openai]
-plugin = "provider-openai"
-base_url = "http://127.0.0.1:$mock_port/v1"
-models = ["openai/gpt-mock"]
-TOML
+key="sk-bench-admin-0123456789abcdefghijklmnopqrstuvwxyz"   # targets.rs GATEHOUSE_KEY
+"$root/target/release/examples/compare" gatehouse-config "$port" "$mock_port" "$work/data" "$durable" > "$work/gatehouse.toml"
 GATEHOUSE_BOOTSTRAP_ADMIN_KEY="$key" RUST_LOG=warn taskset -c 1 "$bin" serve --config "$work/gatehouse.toml" 2>"$work/gatehouse.log" &
 gh=$!
 pids+=($gh)

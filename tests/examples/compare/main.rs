@@ -81,6 +81,14 @@ fn main() -> anyhow::Result<()> {
         let (d, c) = o.map_or((1, 1), |o| (o.delay_ms, o.chunk_delay_ms));
         return mock::serve(port, Duration::from_millis(d), Duration::from_millis(c));
     }
+    if args.first().map(String::as_str) == Some("gatehouse-config") {
+        // `compare gatehouse-config PORT MOCK_PORT DATA_DIR DURABLE`: the benchmark's config on stdout.
+        let [port, mock_port, data, durable] = &args[1..] else {
+            bail!("usage: compare gatehouse-config PORT MOCK_PORT DATA_DIR true|false");
+        };
+        print!("{}", targets::gatehouse_config(port.parse()?, mock_port.parse()?, std::path::Path::new(data), durable.parse()?));
+        return Ok(());
+    }
     let mut opts = parse_args(&args)?;
     // Targets run in their own directories: make relative tool paths absolute.
     for p in [&mut opts.oha, &mut opts.litellm] {

@@ -209,19 +209,27 @@ pub fn litellm(bin: &Path, mock_port: u16) -> anyhow::Result<Target> {
     Ok(Target::openai_proxy("LiteLLM", port, Some(LITELLM_KEY), startup, log, child, dir))
 }
 
-/// Gatehouse with its default pipeline (policy `internal`: Prompt Shield,
-/// PII/DLP, `provider-openai` to the mock) and chat limits raised.
-pub fn gatehouse(bin: &Path, mock_port: u16, durable: bool) -> anyhow::Result<Target> {
-    let dir = tempfile::Builder::new().prefix("bench-gatehouse-").tempdir()?;
-    let port = free_port()?;
-    let data = dir.path().join("data");
-    let key = "sk-bench-admin-0123456789abcdefghijklmnopqrstuvwxyz";
-    let conf = format!(
+/// The admin key the benchmark's Gatehouse is bootstrapped with.
+pub const GATEHOUSE_KEY: &str = "sk-bench-admin-0123456789abcdefghijklmnopqrstuvwxyz";
+
+/// The benchmark's Gatehouse config: the default pipeline (policy `internal`:
+/// Prompt Shield, PII/DLP, `provider-openai` to the mock) with chat limits
+/// raised. Also printed by `compare gatehouse-config` for `profile.sh`.
+pub fn gatehouse_config(port: u16, mock_port: u16, data: &Path, durable: bool) -> String {
+    format!(
         "listen = \"127.0.0.1:{port}\"\ndata_dir = \"{}\"\ndurable_writes = {durable}\n\
          [limits.chat]\nper_minute = 100000000\nper_hour = 100000000\nper_day = 100000000\nper_month = 1000000000\n\
          [providers.openai]\nplugin = \"provider-openai\"\nbase_url = \"http://127.0.0.1:{mock_port}/v1\"\nmodels = [\"openai/gpt-mock\"]\n",
         data.display()
-    );
+    )
+}
+
+/// Gatehouse with the benchmark config ([`gatehouse_config`]).
+pub fn gatehouse(bin: &Path, mock_port: u16, durable: bool) -> anyhow::Result<Target> {
+    let dir = tempfile::Builder::new().prefix("bench-gatehouse-").tempdir()?;
+    let port = free_port()?;
+    let key = GATEHOUSE_KEY;
+    let conf = gatehouse_config(port, mock_port, &dir.path().join("data"), durable);
     let conf_path = dir.path().join("gatehouse.toml");
     std::fs::write(&conf_path, conf)?;
     let log = std::fs::File::create(dir.path().join("gatehouse.log"))?;
