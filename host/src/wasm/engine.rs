@@ -40,6 +40,11 @@ pub fn build(cfg: &PluginsConfig) -> anyhow::Result<Engine> {
         .max_wasm_stack(512 * 1024)
         .wasm_component_model(true)
         .cranelift_opt_level(wasmtime::OptLevel::Speed);
+    // `GATEHOUSE_WASM_PERFMAP=1` writes /tmp/perf-<pid>.map so `perf report`
+    // names the plugins' compiled functions (tests/bench/profile.sh sets it).
+    if std::env::var_os("GATEHOUSE_WASM_PERFMAP").is_some_and(|v| v != "0") {
+        config.profiler(wasmtime::ProfilingStrategy::PerfMap);
+    }
     if let Some(dir) = cfg.cache_dir() {
         let usable = std::fs::create_dir_all(&dir).is_ok();
         if usable {
