@@ -12,9 +12,26 @@ use crate::chat::transport::Transport;
 use crate::config::Config;
 use crate::store::Store;
 
-/// Everything a handler may need. Cheap to clone.
+/// Everything a handler may need: one `Arc`, so the clones axum makes per
+/// request (state extractor, each middleware) are one reference count each.
 #[derive(Clone)]
-pub struct AppState {
+pub struct AppState(Arc<Shared>);
+
+impl AppState {
+    pub fn new(shared: Shared) -> Self {
+        AppState(Arc::new(shared))
+    }
+}
+
+impl std::ops::Deref for AppState {
+    type Target = Shared;
+    fn deref(&self) -> &Shared {
+        &self.0
+    }
+}
+
+/// The fields of [`AppState`].
+pub struct Shared {
     /// The current config; swapped whole on reload, read with `config()`.
     pub config: Arc<ArcSwap<Config>>,
     /// Provider entries with their secrets, rebuilt with the config.
@@ -32,7 +49,7 @@ pub struct AppState {
     pub started: Instant,
 }
 
-impl AppState {
+impl Shared {
     pub fn config(&self) -> arc_swap::Guard<Arc<Config>> {
         self.config.load()
     }

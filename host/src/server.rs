@@ -42,7 +42,7 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> any
     knowledge.seed_folders()?;
     let receipts = Arc::new(crate::receipts::Signer25519::load_or_create(&config.data_dir)?);
     let webhooks = crate::webhooks::Webhooks::start(store.clone(), config_swap.clone()).await?;
-    let app = AppState {
+    let app = AppState::new(crate::app::Shared {
         config: config_swap,
         plugins: plugins.clone(),
         targets: Arc::new(ArcSwap::from_pointee(targets)),
@@ -55,7 +55,7 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> any
         receipts,
         webhooks: webhooks.clone(),
         started,
-    };
+    });
     plugins.watch(Duration::from_millis(app.config().plugins.reload_debounce_ms))?;
     // Index the knowledge bases in the background; queries before it finishes build their own.
     tokio::task::spawn_blocking(move || knowledge.prewarm());
