@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::handler::Prepared;
 use super::request::ZERO_KNOWLEDGE;
-use super::security::{self, Guarded, PII_DLP, PROMPT_SHIELD, PolicyInput, Refusal, Stage, Strictness, Subject};
+use super::security::{self, Guarded, PII_DLP, PROMPT_SHIELD, PolicyInput, Refusal, Strictness, Subject};
 use crate::api::error::ChatError;
 use crate::app::AppState;
 use crate::auth::AuthContext;
@@ -121,22 +121,19 @@ fn run(app: &AppState, ctx: &AuthContext, p: &mut Prepared, guarded: &mut Guarde
             .ok_or_else(|| refuse(ChatError::access_denied("Prompt Shield is not loaded; the request was refused")))?;
         let shield_cfg = plugin_config(app, PROMPT_SHIELD).to_string();
         let texts = security::user_texts(&p.normalized.messages);
-        let (action, score) = security::shield(shield.as_ref(), Stage::Input, mode, &shield_cfg, &texts, &who, guarded)?;
+        let mut seed = [0u8; 16];
+        rand::rng().fill_bytes(&mut seed);
+        let (action, score, canary) =
+            security::shield_input_and_canary(shield.as_ref(), mode, &shield_cfg, &texts, &hex::encode(seed), &who, guarded)?;
         if action != security::Action::Allow {
             guarded.verdict = "flag";
         }
         p.meta.prompt_shield_policy = Some(json!({
             "enabled": true, "mode": mode.as_str(), "source": source, "verdict": action.as_str(), "score": score,
         }));
-        let mut seed = [0u8; 16];
-        rand::rng().fill_bytes(&mut seed);
-        match shield.make_canary(&hex::encode(seed)) {
-            Ok(Some((token, instruction))) => {
-                security::plant_canary(&mut p.normalized.messages, &instruction);
-                guarded.canary = Some(token);
-            }
-            Ok(None) => {}
-            Err(e) => tracing::warn!(error = %e, "Prompt Shield made no canary"),
+        if let Some((token, instruction)) = canary {
+            security::plant_canary(&mut p.normalized.messages, &instruction);
+            guarded.canary = Some(token);
         }
     } else {
         p.meta.prompt_shield_policy = Some(json!({"enabled": false, "mode": null, "source": source}));

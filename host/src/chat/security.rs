@@ -101,7 +101,23 @@ pub trait Detector: Send + Sync {
     fn inspect(&self, stage: Stage, strictness: Strictness, config_json: &str, texts: &[String]) -> Result<Vec<Verdict>, String>;
     /// `(token, instruction)` for a per-request seed.
     fn make_canary(&self, seed: &str) -> Result<Option<(String, String)>, String>;
+    /// `inspect`, then `make_canary(seed)`; a plugin serves both from one
+    /// instance. The outer error is the inspection's; a failed canary is the inner one.
+    fn inspect_then_canary(
+        &self,
+        stage: Stage,
+        strictness: Strictness,
+        config_json: &str,
+        texts: &[String],
+        seed: &str,
+    ) -> InspectAndCanary {
+        let verdicts = self.inspect(stage, strictness, config_json, texts)?;
+        Ok((verdicts, self.make_canary(seed)))
+    }
 }
+
+/// Verdicts, and the canary made after them (or why not).
+pub type InspectAndCanary = Result<(Vec<Verdict>, Result<Option<(String, String)>, String>), String>;
 
 /// What a policy sees.
 #[derive(Debug, Clone)]
@@ -294,20 +310,60 @@ pub fn shield(
     if texts.is_empty() {
         return Ok((Action::Allow, 0.0));
     }
-    let verdicts = detector.inspect(stage, strictness, config_json, texts).map_err(|e| {
-        tracing::error!(error = %e, "Prompt Shield failed");
-        Refusal {
-            error: denied("Prompt Shield could not inspect the request; it was refused".into()),
-            events: Vec::new(),
-            verdicts: Vec::new(),
-            audit: vec![who.audit(
-                "Prompt Shield failed; request refused".into(),
-                outcome::FAILURE,
-                Severity::Error,
-                json!({"operation": "shield_error"}),
-            )],
-        }
-    })?;
+    let verdicts = detector.inspect(stage, strictness, config_json, texts).map_err(|e| shield_failed(&e, who))?;
+    judge(verdicts, stage, strictness, who, guarded)
+}
+
+/// [`shield`] on the input, then the request's canary from the same plugin
+/// instance (`seed`: host-chosen, per request). A canary that could not be
+/// made is logged and the request goes on without one.
+#[allow(clippy::too_many_arguments)]
+pub fn shield_input_and_canary(
+    detector: &dyn Detector,
+    strictness: Strictness,
+    config_json: &str,
+    texts: &[String],
+    seed: &str,
+    who: &Subject,
+    guarded: &mut Guarded,
+) -> Result<(Action, f32, Option<(String, String)>), Refusal> {
+    let (judged, canary) = if texts.is_empty() {
+        ((Action::Allow, 0.0), detector.make_canary(seed))
+    } else {
+        let (verdicts, canary) =
+            detector.inspect_then_canary(Stage::Input, strictness, config_json, texts, seed).map_err(|e| shield_failed(&e, who))?;
+        (judge(verdicts, Stage::Input, strictness, who, guarded)?, canary)
+    };
+    let canary = canary.unwrap_or_else(|e| {
+        tracing::warn!(error = %e, "Prompt Shield made no canary");
+        None
+    });
+    Ok((judged.0, judged.1, canary))
+}
+
+fn shield_failed(e: &str, who: &Subject) -> Refusal {
+    tracing::error!(error = %e, "Prompt Shield failed");
+    Refusal {
+        error: denied("Prompt Shield could not inspect the request; it was refused".into()),
+        events: Vec::new(),
+        verdicts: Vec::new(),
+        audit: vec![who.audit(
+            "Prompt Shield failed; request refused".into(),
+            outcome::FAILURE,
+            Severity::Error,
+            json!({"operation": "shield_error"}),
+        )],
+    }
+}
+
+/// The worst of the verdicts decides: block → refusal; flag or redact → events and audit.
+fn judge(
+    verdicts: Vec<Verdict>,
+    stage: Stage,
+    strictness: Strictness,
+    who: &Subject,
+    guarded: &mut Guarded,
+) -> Result<(Action, f32), Refusal> {
     let worst = verdicts.iter().map(|v| v.action).max().unwrap_or(Action::Allow);
     let score = verdicts.iter().map(|v| v.score).fold(0.0f32, f32::max);
     let mut reasons: Vec<String> = verdicts.iter().flat_map(|v| v.reasons.iter().cloned()).collect();
@@ -560,6 +616,78 @@ mod tests {
             restore: restore.iter().map(|(a, b)| ((*a).to_owned(), (*b).to_owned())).collect(),
             ..Default::default()
         })
+    }
+
+    /// A detector with fixed answers, counting its calls.
+    struct Fixed {
+        action: Action,
+        inspect_fails: bool,
+        canary: Result<Option<(String, String)>, String>,
+        calls: std::sync::Mutex<Vec<&'static str>>,
+    }
+
+    impl Detector for Fixed {
+        fn inspect(&self, _: Stage, _: Strictness, _: &str, texts: &[String]) -> Result<Vec<Verdict>, String> {
+            self.calls.lock().unwrap().push("inspect");
+            if self.inspect_fails {
+                return Err("trapped".into());
+            }
+            Ok(texts.iter().map(|_| Verdict { action: self.action, score: 0.5, reasons: vec!["r".into()], redactions: vec![] }).collect())
+        }
+        fn make_canary(&self, _: &str) -> Result<Option<(String, String)>, String> {
+            self.calls.lock().unwrap().push("canary");
+            self.canary.clone()
+        }
+    }
+
+    fn fixed(action: Action, inspect_fails: bool, canary: Result<Option<(String, String)>, String>) -> Fixed {
+        Fixed { action, inspect_fails, canary, calls: Default::default() }
+    }
+
+    fn who() -> Subject {
+        Subject { key_id: "k".into(), user_id: "u".into(), request_id: "r".into(), policy: "p".into() }
+    }
+
+    #[test]
+    fn input_shield_and_canary_come_from_one_pass() {
+        let d = fixed(Action::Flag, false, Ok(Some(("tok".into(), "keep tok secret".into()))));
+        let mut g = Guarded::default();
+        let (action, score, canary) = shield_input_and_canary(&d, Strictness::Balanced, "{}", &["hi".into()], "seed", &who(), &mut g)
+            .map_err(|r| r.error.message)
+            .expect("allowed");
+        assert_eq!((action, score), (Action::Flag, 0.5));
+        assert_eq!(canary, Some(("tok".into(), "keep tok secret".into())));
+        assert_eq!(*d.calls.lock().unwrap(), ["inspect", "canary"]);
+        assert_eq!(g.events.len(), 1, "a flag is an event");
+
+        // No user text: no inspection, still a canary.
+        let d = fixed(Action::Block, false, Ok(Some(("tok".into(), "i".into()))));
+        let r = shield_input_and_canary(&d, Strictness::Balanced, "{}", &[], "seed", &who(), &mut Guarded::default())
+            .map_err(|r| r.error.message)
+            .expect("allowed");
+        assert_eq!((r.0, r.2.is_some()), (Action::Allow, true));
+        assert_eq!(*d.calls.lock().unwrap(), ["canary"]);
+    }
+
+    #[test]
+    fn a_failed_canary_leaves_the_verdict_and_a_failed_inspection_refuses() {
+        let d = fixed(Action::Allow, false, Err("canary trapped".into()));
+        let r = shield_input_and_canary(&d, Strictness::Balanced, "{}", &["hi".into()], "s", &who(), &mut Guarded::default());
+        let (action, _, canary) = r.map_err(|r| r.error.message).expect("the request goes on without a canary");
+        assert_eq!((action, canary), (Action::Allow, None));
+
+        let d = fixed(Action::Allow, true, Ok(None));
+        let refusal = shield_input_and_canary(&d, Strictness::Balanced, "{}", &["hi".into()], "s", &who(), &mut Guarded::default())
+            .err()
+            .expect("refused");
+        assert_eq!(refusal.error.status, axum::http::StatusCode::FORBIDDEN);
+        assert_eq!(refusal.audit.len(), 1);
+
+        let d = fixed(Action::Block, false, Ok(Some(("t".into(), "i".into()))));
+        let refusal = shield_input_and_canary(&d, Strictness::Strict, "{}", &["hi".into()], "s", &who(), &mut Guarded::default())
+            .err()
+            .expect("blocked");
+        assert_eq!(refusal.events.len(), 1, "promptshield:attack:blocked");
     }
 
     #[test]

@@ -186,9 +186,9 @@ impl PolicyEngine for PolicyPlugin {
 /// A shield-world plugin.
 pub struct ShieldPlugin(pub Arc<Plugin>);
 
-impl Detector for ShieldPlugin {
-    fn inspect(&self, stage: Stage, strictness: Strictness, config_json: &str, texts: &[String]) -> Result<Vec<Verdict>, String> {
-        let req = sc::InspectRequest {
+impl ShieldPlugin {
+    fn request(stage: Stage, strictness: Strictness, config_json: &str, texts: &[String]) -> sc::InspectRequest {
+        sc::InspectRequest {
             stage: match stage {
                 Stage::Input => sc::Stage::Input,
                 Stage::Retrieved => sc::Stage::Retrieved,
@@ -201,10 +201,13 @@ impl Detector for ShieldPlugin {
             },
             config_json: config_json.to_owned(),
             texts: texts.to_vec(),
-        };
-        let verdicts = self.0.inspect(&req).map_err(|e| e.to_string())?;
-        if verdicts.len() != texts.len() {
-            return Err(format!("plugin {} returned {} verdicts for {} texts", self.0.name, verdicts.len(), texts.len()));
+        }
+    }
+
+    /// The plugin's verdicts in the host's terms: exactly one per text.
+    fn verdicts(&self, verdicts: Vec<sc::Verdict>, texts: usize) -> Result<Vec<Verdict>, String> {
+        if verdicts.len() != texts {
+            return Err(format!("plugin {} returned {} verdicts for {texts} texts", self.0.name, verdicts.len()));
         }
         Ok(verdicts
             .into_iter()
@@ -225,8 +228,29 @@ impl Detector for ShieldPlugin {
             })
             .collect())
     }
+}
+
+impl Detector for ShieldPlugin {
+    fn inspect(&self, stage: Stage, strictness: Strictness, config_json: &str, texts: &[String]) -> Result<Vec<Verdict>, String> {
+        let verdicts = self.0.inspect(&Self::request(stage, strictness, config_json, texts)).map_err(|e| e.to_string())?;
+        self.verdicts(verdicts, texts.len())
+    }
 
     fn make_canary(&self, seed: &str) -> Result<Option<(String, String)>, String> {
         Ok(self.0.make_canary(seed).map_err(|e| e.to_string())?.map(|c| (c.token, c.instruction)))
+    }
+
+    fn inspect_then_canary(
+        &self,
+        stage: Stage,
+        strictness: Strictness,
+        config_json: &str,
+        texts: &[String],
+        seed: &str,
+    ) -> security::InspectAndCanary {
+        let req = Self::request(stage, strictness, config_json, texts);
+        let (verdicts, canary) = self.0.inspect_then_canary(&req, seed).map_err(|e| e.to_string())?;
+        let canary = canary.map(|c| c.map(|c| (c.token, c.instruction))).map_err(|e| e.to_string());
+        Ok((self.verdicts(verdicts, texts.len())?, canary))
     }
 }

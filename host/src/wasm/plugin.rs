@@ -229,25 +229,28 @@ impl Plugin {
         let took = started.elapsed();
         self.stats.calls.fetch_add(1, Ordering::Relaxed);
         self.stats.nanos.fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
-        let out = r.map_err(|e| {
-            let plugin = self.name.clone();
-            if store.data().limiter.refused {
-                PluginError::Memory { plugin, mb: (self.grants.memory_bytes / (1024 * 1024)) as u64 }
-            } else if let Some(trap) = e.downcast_ref::<Trap>() {
-                match trap {
-                    Trap::Interrupt => PluginError::Deadline { plugin, ms: self.grants.deadline_ms },
-                    other => PluginError::Trap { plugin, detail: other.to_string() },
-                }
-            } else {
-                PluginError::Failed { plugin, detail: format!("{e:#}").chars().take(500).collect() }
-            }
-        });
+        let out = r.map_err(|e| self.classify(store, e));
         crate::metrics::get().plugin_call(&self.name, took, out.is_err());
         if let Err(e) = &out {
             self.stats.faults.fetch_add(1, Ordering::Relaxed);
             tracing::warn!(plugin = %self.name, error = %e, "plugin call failed");
         }
         out
+    }
+
+    /// What a failed call's error means: memory cap, deadline, trap or other.
+    fn classify(&self, store: &Store<CallState>, e: wasmtime::Error) -> PluginError {
+        let plugin = self.name.clone();
+        if store.data().limiter.refused {
+            PluginError::Memory { plugin, mb: (self.grants.memory_bytes / (1024 * 1024)) as u64 }
+        } else if let Some(trap) = e.downcast_ref::<Trap>() {
+            match trap {
+                Trap::Interrupt => PluginError::Deadline { plugin, ms: self.grants.deadline_ms },
+                other => PluginError::Trap { plugin, detail: other.to_string() },
+            }
+        } else {
+            PluginError::Failed { plugin, detail: format!("{e:#}").chars().take(500).collect() }
+        }
     }
 
     fn wrong_kind(&self, want: Kind) -> PluginError {
@@ -403,6 +406,37 @@ pub mod shield_calls {
         /// `make-canary`: a canary token and its system instruction, from a host-chosen seed.
         pub fn make_canary(&self, seed: &str) -> Result<Option<Canary>, PluginError> {
             self.shield(async |s, i| i.gatehouse_plugin_shield_api().call_make_canary(s, seed).await)
+        }
+
+        /// `inspect`, then `make-canary(seed)` on the same instance: one
+        /// instantiation for the two calls a request's input makes (DESIGN: a
+        /// fresh store per request). A failed `make-canary` does not undo the
+        /// verdicts; it is reported on its own (the instance is dropped either way).
+        pub fn inspect_then_canary(
+            &self,
+            req: &InspectRequest,
+            seed: &str,
+        ) -> Result<(Vec<Verdict>, Result<Option<Canary>, PluginError>), PluginError> {
+            let Pre::Shield(pre) = &self.pre else {
+                return Err(self.wrong_kind(Kind::Shield));
+            };
+            let mut store = self.store()?;
+            let started = Instant::now();
+            let r = drive(async {
+                let inst = pre.instantiate_async(&mut store).await?;
+                let api = inst.gatehouse_plugin_shield_api();
+                let verdicts = api.call_inspect(&mut store, req).await?;
+                let canary = api.call_make_canary(&mut store, seed).await;
+                wasmtime::Result::Ok((verdicts, canary))
+            });
+            let (verdicts, canary) = self.finish(&store, started, r)?;
+            let canary = canary.map_err(|e| {
+                self.stats.faults.fetch_add(1, Ordering::Relaxed);
+                let e = self.classify(&store, e);
+                tracing::warn!(plugin = %self.name, error = %e, "plugin call failed");
+                e
+            });
+            Ok((verdicts, canary))
         }
     }
 }
