@@ -232,10 +232,14 @@ impl Plugin {
         let out = r.map_err(|e| self.classify(store, e));
         crate::metrics::get().plugin_call(&self.name, took, out.is_err());
         if let Err(e) = &out {
-            self.stats.faults.fetch_add(1, Ordering::Relaxed);
-            tracing::warn!(plugin = %self.name, error = %e, "plugin call failed");
+            self.record_fault(e);
         }
         out
+    }
+
+    fn record_fault(&self, e: &PluginError) {
+        self.stats.faults.fetch_add(1, Ordering::Relaxed);
+        tracing::warn!(plugin = %self.name, error = %e, "plugin call failed");
     }
 
     /// What a failed call's error means: memory cap, deadline, trap or other.
@@ -417,25 +421,15 @@ pub mod shield_calls {
             req: &InspectRequest,
             seed: &str,
         ) -> Result<(Vec<Verdict>, Result<Option<Canary>, PluginError>), PluginError> {
-            let Pre::Shield(pre) = &self.pre else {
-                return Err(self.wrong_kind(Kind::Shield));
-            };
-            let mut store = self.store()?;
-            let started = Instant::now();
-            let r = drive(async {
-                let inst = pre.instantiate_async(&mut store).await?;
-                let api = inst.gatehouse_plugin_shield_api();
-                let verdicts = api.call_inspect(&mut store, req).await?;
-                let canary = api.call_make_canary(&mut store, seed).await;
-                wasmtime::Result::Ok((verdicts, canary))
-            });
-            let (verdicts, canary) = self.finish(&store, started, r)?;
-            let canary = canary.map_err(|e| {
-                self.stats.faults.fetch_add(1, Ordering::Relaxed);
-                let e = self.classify(&store, e);
-                tracing::warn!(plugin = %self.name, error = %e, "plugin call failed");
-                e
-            });
+            let (verdicts, canary) = self.shield(async |s, i| {
+                let api = i.gatehouse_plugin_shield_api();
+                let verdicts = api.call_inspect(&mut *s, req).await?;
+                let canary = api.call_make_canary(&mut *s, seed).await.map_err(|e| self.classify(s, e));
+                Ok((verdicts, canary))
+            })?;
+            if let Err(e) = &canary {
+                self.record_fault(e);
+            }
             Ok((verdicts, canary))
         }
     }
