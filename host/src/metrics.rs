@@ -168,12 +168,13 @@ impl Metrics {
         }
     }
 
-    pub fn plugin_call(&self, plugin: &str, took: Duration, fault: bool) {
-        let label = PluginLabel { plugin: plugin.to_owned() };
-        self.plugin_call_duration.get_or_create(&label).observe(took.as_secs_f64());
-        if fault {
-            self.plugin_faults.get_or_create(&label).inc();
-        }
+    pub fn plugin_call(&self, plugin: &str, took: Duration) {
+        self.plugin_call_duration.get_or_create(&PluginLabel { plugin: plugin.to_owned() }).observe(took.as_secs_f64());
+    }
+
+    /// A call (or one of several calls on one instance) that trapped, ran out of time or memory, or failed.
+    pub fn plugin_fault(&self, plugin: &str) {
+        self.plugin_faults.get_or_create(&PluginLabel { plugin: plugin.to_owned() }).inc();
     }
 }
 

@@ -230,7 +230,7 @@ impl Plugin {
         self.stats.calls.fetch_add(1, Ordering::Relaxed);
         self.stats.nanos.fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
         let out = r.map_err(|e| self.classify(store, e));
-        crate::metrics::get().plugin_call(&self.name, took, out.is_err());
+        crate::metrics::get().plugin_call(&self.name, took);
         if let Err(e) = &out {
             self.record_fault(e);
         }
@@ -239,6 +239,7 @@ impl Plugin {
 
     fn record_fault(&self, e: &PluginError) {
         self.stats.faults.fetch_add(1, Ordering::Relaxed);
+        crate::metrics::get().plugin_fault(&self.name);
         tracing::warn!(plugin = %self.name, error = %e, "plugin call failed");
     }
 
