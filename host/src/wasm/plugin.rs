@@ -417,6 +417,7 @@ pub mod shield_calls {
         /// instantiation for the two calls a request's input makes (DESIGN: a
         /// fresh store per request). A failed `make-canary` does not undo the
         /// verdicts; it is reported on its own (the instance is dropped either way).
+        /// The two calls share the one CPU deadline of the store.
         pub fn inspect_then_canary(
             &self,
             req: &InspectRequest,
