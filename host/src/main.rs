@@ -3,6 +3,12 @@ use clap::Parser;
 use gatehouse::cli::{Cli, Command};
 use gatehouse::config::{Config, LogFormat};
 
+/// jemalloc instead of glibc's malloc: the request path allocates many small,
+/// short-lived objects across threads, where glibc spent ~14 % of the server's
+/// CPU (docs/benchmarks.md, "Allocator").
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
 fn main() -> std::process::ExitCode {
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_multi_thread().enable_all().build() {
