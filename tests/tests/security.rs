@@ -229,6 +229,8 @@ async fn the_policy_source_follows_request_key_group_default() {
     let log = &a["data"]["logs"][0];
     assert_eq!(log["complianceCategory"], "data_protection");
     assert_eq!(log["metadata"]["policyName"], "public");
+    // The key was just used (so the server holds it in memory): its next request already sees the change.
+    assert_eq!(src(&chat_with(&s, &key_key, body.clone()).await.1), ("public".into(), "api_key".into()));
 }
 
 #[tokio::test]

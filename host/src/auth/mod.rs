@@ -56,7 +56,7 @@ pub async fn layer(State(app): State<AppState>, mut req: Request, next: Next) ->
     let hash = KeyHash::of(token);
     match app.store.find_key_by_hash(&hash) {
         Ok(Some(key)) if !key.is_revoked() => {
-            req.extensions_mut().insert(AuthContext { key: Arc::new(key) });
+            req.extensions_mut().insert(AuthContext { key });
             next.run(req).await
         }
         Ok(Some(_)) => format.unauthorized("this API key has been revoked"),

@@ -109,7 +109,8 @@ pub trait Store: Send + Sync + 'static {
     async fn update_key(&self, key: ApiKeyRecord, audit: AuditEntry) -> StoreResult<ApiKeyRecord>;
     async fn revoke_key(&self, id: &str, audit: AuditEntry) -> StoreResult<ApiKeyRecord>;
     fn get_key(&self, id: &str) -> StoreResult<Option<ApiKeyRecord>>;
-    fn find_key_by_hash(&self, hash: &KeyHash) -> StoreResult<Option<ApiKeyRecord>>;
+    /// The key whose secret hashes to `hash` (the redb store answers repeat lookups from memory).
+    fn find_key_by_hash(&self, hash: &KeyHash) -> StoreResult<Option<std::sync::Arc<ApiKeyRecord>>>;
     fn list_keys(&self) -> StoreResult<Vec<ApiKeyRecord>>;
     /// True once any non-revoked admin key exists.
     fn has_admin_key(&self) -> StoreResult<bool>;

@@ -5,6 +5,7 @@
 pub mod audit;
 mod chat;
 mod group_commit;
+mod key_cache;
 pub mod schema;
 pub mod tables;
 
@@ -52,6 +53,7 @@ pub struct RedbStore {
     db: Arc<Database>,
     writer: GroupCommit,
     path: PathBuf,
+    keys: key_cache::KeyCache,
 }
 
 impl RedbStore {
@@ -70,7 +72,7 @@ impl RedbStore {
         let db = Arc::new(db);
         let durability = if durable { Durability::Immediate } else { Durability::None };
         let writer = GroupCommit::start(db.clone(), durability)?;
-        Ok(RedbStore { db, writer, path })
+        Ok(RedbStore { db, writer, path, keys: key_cache::KeyCache::default() })
     }
 
     pub fn path(&self) -> &Path {
@@ -246,7 +248,8 @@ impl Store for RedbStore {
     }
 
     async fn create_key(&self, key: ApiKeyRecord, audit: AuditEntry) -> StoreResult<ApiKeyRecord> {
-        self.writer
+        let created = self
+            .writer
             .write(move |txn| {
                 if exists(txn, KEYS, &key.id)? {
                     return Err(StoreError::Conflict(format!("key {} already exists", key.id)));
@@ -264,11 +267,14 @@ impl Store for RedbStore {
                 audit::append(txn, std::slice::from_ref(&audit))?;
                 Ok(key.clone())
             })
-            .await
+            .await;
+        self.keys.invalidate();
+        created
     }
 
     async fn update_key(&self, key: ApiKeyRecord, audit: AuditEntry) -> StoreResult<ApiKeyRecord> {
-        self.writer
+        let updated = self
+            .writer
             .write(move |txn| {
                 let old: ApiKeyRecord = get(txn, KEYS, &key.id)?.ok_or_else(|| StoreError::NotFound(format!("key {}", key.id)))?;
                 let mut new = key.clone();
@@ -282,12 +288,15 @@ impl Store for RedbStore {
                 audit::append(txn, std::slice::from_ref(&audit))?;
                 Ok(new)
             })
-            .await
+            .await;
+        self.keys.invalidate();
+        updated
     }
 
     async fn revoke_key(&self, id: &str, audit: AuditEntry) -> StoreResult<ApiKeyRecord> {
         let id = id.to_owned();
-        self.writer
+        let revoked = self
+            .writer
             .write(move |txn| {
                 let mut key: ApiKeyRecord = get(txn, KEYS, &id)?.ok_or_else(|| StoreError::NotFound(format!("key {id}")))?;
                 if key.revoked_at.is_some() {
@@ -298,14 +307,20 @@ impl Store for RedbStore {
                 audit::append(txn, std::slice::from_ref(&audit))?;
                 Ok(key)
             })
-            .await
+            .await;
+        self.keys.invalidate();
+        revoked
     }
 
     fn get_key(&self, id: &str) -> StoreResult<Option<ApiKeyRecord>> {
         self.read_json(KEYS, id)
     }
 
-    fn find_key_by_hash(&self, hash: &KeyHash) -> StoreResult<Option<ApiKeyRecord>> {
+    fn find_key_by_hash(&self, hash: &KeyHash) -> StoreResult<Option<Arc<ApiKeyRecord>>> {
+        if let Some(hit) = self.keys.get(hash) {
+            return Ok(Some(hit));
+        }
+        let generation = self.keys.generation();
         let txn = self.db.begin_read().map_err(backend)?;
         let hashes = txn.open_table(KEY_HASHES).map_err(backend)?;
         let Some(id) = hashes.get(&hash.0).map_err(backend)? else {
@@ -316,7 +331,12 @@ impl Store for RedbStore {
             return Ok(None);
         };
         let record: ApiKeyRecord = decode(v.value())?;
-        Ok(record.hash.ct_eq(hash).then_some(record))
+        if !record.hash.ct_eq(hash) {
+            return Ok(None);
+        }
+        let record = Arc::new(record);
+        self.keys.put(*hash, generation, record.clone());
+        Ok(Some(record))
     }
 
     fn list_keys(&self) -> StoreResult<Vec<ApiKeyRecord>> {
