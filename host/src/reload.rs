@@ -4,7 +4,9 @@
 //! way the attempt is logged and audited (`config_management`).
 //!
 //! Reloaded: providers (base URLs, secrets from env or files, plugins),
-//! knowledge bases, policies, limits, chat timeouts, webhook settings.
+//! knowledge bases, policies, limits, chat timeouts, webhook settings, and
+//! plugin grants and limits (outbound hosts, read-only folders, call timeout,
+//! memory cap up to its value at start), which apply from each plugin's next call.
 //! `listen` and `data_dir` need a restart; a change to them is reported and ignored.
 
 use std::path::{Path, PathBuf};
@@ -33,8 +35,12 @@ pub async fn reload(app: &AppState, path: &Path, trigger: &str) -> bool {
                 cfg.data_dir.clone_from(&old.data_dir);
             }
             drop(old);
+            let regranted = app.plugins.update_config(&cfg.plugins);
             app.config.store(Arc::new(cfg));
             app.targets.store(Arc::new(targets));
+            if !regranted.is_empty() {
+                tracing::info!(plugins = ?regranted, "plugin grants changed with the config");
+            }
             tracing::info!(%trigger, path = %path.display(), "config reloaded");
             (true, format!("Config reloaded from {} ({trigger})", path.display()), Severity::Info)
         }

@@ -314,6 +314,35 @@ fn each_faulty_plugin_fails_alone_within_its_deadline() {
 }
 
 #[test]
+fn a_config_reload_changes_the_deadline_and_memory_cap_of_loaded_plugins() {
+    let data = tempfile::tempdir().expect("tmp");
+    let dir = data.path().join("plugins");
+    install(plugins::BAD_SPIN, &dir, "spin.wasm");
+    install(plugins::BAD_MEMORY, &dir, "memory.wasm");
+    let (rt, _) = start(data.path(), &config(300, 48));
+    let spin = provider(&rt, "bad-spin");
+    let bomb = provider(&rt, "bad-memory");
+    assert!(matches!(spin.build_request(&upstream(), &chat("hi", false)), Err(PluginError::Deadline { ms: 300, .. })));
+    assert!(matches!(bomb.build_request(&upstream(), &chat("hi", false)), Err(PluginError::Memory { mb: 48, .. })));
+
+    // The same config again changes nothing.
+    assert!(rt.update_config(&config(300, 48)).is_empty());
+    // A shorter deadline and a lower cap apply to the loaded plugins' next calls (bundled ones too).
+    let changed = rt.update_config(&config(100, 32));
+    for name in ["bad-spin", "bad-memory", "provider-echo", "prompt-shield"] {
+        assert!(changed.iter().any(|c| c == name), "{name} in {changed:?}");
+    }
+    let started = Instant::now();
+    assert!(matches!(spin.build_request(&upstream(), &chat("hi", false)), Err(PluginError::Deadline { ms: 100, .. })));
+    assert!(started.elapsed() < Duration::from_millis(300), "the new deadline fired: {:?}", started.elapsed());
+    assert!(matches!(bomb.build_request(&upstream(), &chat("hi", false)), Err(PluginError::Memory { mb: 32, .. })));
+    // The cap cannot rise above its value at start (the pool's slots are that size).
+    rt.update_config(&config(100, 4096));
+    assert_eq!(bomb.grants().memory_bytes, 48 * 1024 * 1024);
+    assert_eq!(ask(&provider(&rt, "provider-echo"), "ok").expect("echo").0, "Echo: ok");
+}
+
+#[test]
 fn files_that_are_not_components_of_a_known_world_are_refused() {
     let data = tempfile::tempdir().expect("tmp");
     let dir = data.path().join("plugins");

@@ -255,3 +255,46 @@ async fn the_remote_retriever_reaches_only_granted_hosts() {
     assert!(v["request_id"].is_string(), "{v}");
     assert_eq!(mock.request_count(), before, "no model was called");
 }
+
+#[tokio::test]
+async fn a_config_reload_changes_a_loaded_retrievers_outbound_grant_from_its_next_call() {
+    let mock = MockUpstream::start().await;
+    let (granted, _backend) = search_backend().await;
+    let extra = format!(
+        "[indexes.remote]\nretriever = \"retriever-http\"\npath = \"none\"\nconfig = {{ url = \"http://{granted}/retrieve\" }}\n\
+         [plugins.settings.retriever-http]\nallowed_outbound_hosts = [\"{granted}\"]\n"
+    );
+    let s = builder(&mock, &extra).start();
+    let (status, v) = chat(&s, &s.admin_key, &body("remote", "opening hours")).await;
+    assert_eq!(status, 200, "{v}");
+    let granting = std::fs::read_to_string(&s.config_path).expect("config");
+    let grant_line = format!("allowed_outbound_hosts = [\"{granted}\"]");
+    assert!(granting.contains(&grant_line), "{granting}");
+
+    // The operator takes the grant away: the warm instance made under it stops serving.
+    std::fs::write(&s.config_path, granting.replace(&grant_line, "allowed_outbound_hosts = []")).expect("write config");
+    let started = Instant::now();
+    let refused = loop {
+        let (status, v) = chat(&s, &s.admin_key, &body("remote", "opening hours")).await;
+        if status == 502 {
+            break v;
+        }
+        assert_eq!(status, 200, "{v}");
+        assert!(started.elapsed() < Duration::from_secs(10), "the old grant kept serving");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(refused["message"].as_str().expect("message").contains("not granted"), "{refused}");
+
+    // And gives it back: served again without a restart.
+    std::fs::write(&s.config_path, &granting).expect("write config");
+    let started = Instant::now();
+    loop {
+        let (status, v) = chat(&s, &s.admin_key, &body("remote", "opening hours")).await;
+        if status == 200 {
+            assert_eq!(sources(&v), ["remote/faq.md", "remote/hours.md"], "{v}");
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "the grant never came back: {v}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -20,7 +20,7 @@ use notify::{RecursiveMode, Watcher};
 
 use super::PluginRuntime;
 use super::plugin::retriever_calls::{RetrieveRequest, WarmRetriever};
-use super::plugin::{Kind, Plugin};
+use super::plugin::{Grants, Kind, Plugin};
 use crate::chat::retrieval::{KnowledgeBases, Passage, RetrievalError};
 use crate::config::{Config, DEFAULT_INDEX, IndexConfig};
 
@@ -120,6 +120,9 @@ struct IndexPool {
     folder: Option<PathBuf>,
     /// `config-json` of every call: the index's config plus `root`.
     config_json: String,
+    /// The plugin's grants when the pool was made: after a config reload
+    /// changes them, a new pool (new instances) serves.
+    grants: Arc<Grants>,
     state: Mutex<PoolState>,
     freed: Condvar,
     /// Kept alive with the pool; dropping it ends the re-index thread.
@@ -143,6 +146,7 @@ impl IndexPool {
         let pool = Arc::new(IndexPool {
             index: index.to_owned(),
             settings: ix.clone(),
+            grants: plugin.grants(),
             plugin,
             folder,
             config_json: config.to_string(),
@@ -165,6 +169,7 @@ impl IndexPool {
     fn serves(&self, ix: &IndexConfig, plugin: &Plugin, folder: &Option<PathBuf>) -> bool {
         let s = &self.settings;
         self.plugin.sha256 == plugin.sha256
+            && Arc::ptr_eq(&self.grants, &plugin.grants())
             && self.folder == *folder
             && s.config == ix.config
             && (s.timeout_ms, s.build_timeout_ms, s.top_k) == (ix.timeout_ms, ix.build_timeout_ms, ix.top_k)

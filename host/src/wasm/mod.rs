@@ -148,26 +148,46 @@ struct Loader {
     engine: wasmtime::Engine,
     linkers: plugin::Linkers,
     config: ArcSwap<PluginsConfig>,
+    /// Fixed at start: the epoch ticker's period and the pool's memory slots
+    /// (`epoch_tick_ms`, `memory_limit_mb`); a reload can lower the memory cap, not raise it.
+    tick_ms: u64,
+    max_memory_bytes: usize,
 }
 
 impl Loader {
-    fn grants(&self, name: &str) -> Arc<plugin::Grants> {
-        let cfg = self.config.load();
-        let settings = cfg.settings.get(name).cloned().unwrap_or_default();
-        let tick = cfg.epoch_tick_ms.max(1);
-        Arc::new(plugin::Grants {
-            read_only_dirs: settings.read_only_dirs.clone(),
-            outbound: Arc::new(outbound::Grant::new(&settings.allowed_outbound_hosts)),
-            deadline_ticks: cfg.call_timeout_ms.div_ceil(tick) + 1,
-            deadline_ms: cfg.call_timeout_ms,
-            tick_ms: tick,
-            memory_bytes: (cfg.memory_limit_mb.max(1) * 1024 * 1024) as usize,
+    fn new(cfg: &PluginsConfig) -> anyhow::Result<Loader> {
+        let engine = engine::build(cfg)?;
+        let tick_ms = cfg.epoch_tick_ms.max(1);
+        engine::start_ticker(&engine, Duration::from_millis(tick_ms));
+        Ok(Loader {
+            linkers: plugin::Linkers::new(&engine)?,
+            engine,
+            config: ArcSwap::from_pointee(cfg.clone()),
+            tick_ms,
+            max_memory_bytes: memory_bytes(cfg),
         })
     }
 
-    fn load(&self, bytes: &[u8], source: Source) -> Result<Plugin, String> {
-        plugin::load(&self.engine, &self.linkers, bytes, source, |name| self.grants(name))
+    fn grants(&self, name: &str) -> plugin::Grants {
+        let cfg = self.config.load();
+        let settings = cfg.settings.get(name).cloned().unwrap_or_default();
+        plugin::Grants {
+            read_only_dirs: settings.read_only_dirs.clone(),
+            outbound: Arc::new(outbound::Grant::new(&settings.allowed_outbound_hosts)),
+            deadline_ticks: cfg.call_timeout_ms.div_ceil(self.tick_ms) + 1,
+            deadline_ms: cfg.call_timeout_ms,
+            tick_ms: self.tick_ms,
+            memory_bytes: memory_bytes(&cfg).min(self.max_memory_bytes),
+        }
     }
+
+    fn load(&self, bytes: &[u8], source: Source) -> Result<Plugin, String> {
+        plugin::load(&self.engine, &self.linkers, bytes, source, |name| Arc::new(self.grants(name)))
+    }
+}
+
+fn memory_bytes(cfg: &PluginsConfig) -> usize {
+    (cfg.memory_limit_mb.max(1) * 1024 * 1024) as usize
 }
 
 /// The runtime: bundled plugins, the watched folder's overrides, the current snapshot.
@@ -188,9 +208,7 @@ impl PluginRuntime {
     /// Load the bundled plugins and the watched folder; start the epoch ticker.
     /// (The folder watcher is started separately with [`PluginRuntime::watch`].)
     pub fn start(cfg: &PluginsConfig, data_dir: &Path, events: Arc<dyn PluginEventSink>) -> anyhow::Result<Arc<Self>> {
-        let engine = engine::build(cfg)?;
-        engine::start_ticker(&engine, Duration::from_millis(cfg.epoch_tick_ms.max(1)));
-        let loader = Loader { linkers: plugin::Linkers::new(&engine)?, engine, config: ArcSwap::from_pointee(cfg.clone()) };
+        let loader = Loader::new(cfg)?;
         let mut bundled = BTreeMap::new();
         for (crate_name, bytes) in bundled::BUNDLED {
             match loader.load(bytes, Source::Bundled) {
@@ -242,9 +260,29 @@ impl PluginRuntime {
         &self.dir
     }
 
-    /// New grants and limits for plugins loaded from now on (config reload).
-    pub fn update_config(&self, cfg: &PluginsConfig) {
+    /// Config reload: plugins loaded from now on, and every loaded plugin's
+    /// next call, get the new grants and limits (`[plugins.settings.<name>]`
+    /// `allowed_outbound_hosts` and `read_only_dirs`, `call_timeout_ms`,
+    /// `memory_limit_mb` up to its value at start). Warm retriever instances
+    /// made under the old grants are replaced (`knowledge`). Returns the names
+    /// of the plugins whose grants changed.
+    pub fn update_config(&self, cfg: &PluginsConfig) -> Vec<String> {
+        if memory_bytes(cfg) > self.loader.max_memory_bytes {
+            tracing::warn!(
+                memory_limit_mb = cfg.memory_limit_mb,
+                "plugins.memory_limit_mb can only be raised by a restart; the value at start stays the cap"
+            );
+        }
         self.loader.config.store(Arc::new(cfg.clone()));
+        let files = self.files.lock().unwrap_or_else(|p| p.into_inner());
+        let loaded = self.bundled.values().chain(files.values().map(|(_, p)| p));
+        let mut changed: Vec<String> = loaded.filter(|p| p.regrant(self.loader.grants(&p.name))).map(|p| p.name.clone()).collect();
+        changed.sort();
+        changed.dedup();
+        for name in &changed {
+            tracing::info!(plugin = %name, "plugin grants and limits updated from the reloaded config");
+        }
+        changed
     }
 
     /// Bring the registry in line with the watched folder: load new and changed
@@ -317,9 +355,7 @@ impl PluginRuntime {
     /// Inspect a component file offline (CLI): kind, name, version, size, hash.
     pub fn inspect_file(cfg: &PluginsConfig, path: &Path) -> anyhow::Result<PluginSummary> {
         let bytes = std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-        let engine = engine::build(cfg)?;
-        engine::start_ticker(&engine, Duration::from_millis(cfg.epoch_tick_ms.max(1)));
-        let loader = Loader { linkers: plugin::Linkers::new(&engine)?, engine, config: ArcSwap::from_pointee(cfg.clone()) };
+        let loader = Loader::new(cfg)?;
         loader.load(&bytes, Source::File(path.to_path_buf())).map(|p| p.summary()).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
     }
 

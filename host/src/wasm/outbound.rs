@@ -21,6 +21,13 @@ pub struct Grant {
 
 type Response = (u16, Vec<(String, String)>, String);
 
+/// Two grants are the same when they name the same hosts (the lazily built client is not part of it).
+impl PartialEq for Grant {
+    fn eq(&self, other: &Self) -> bool {
+        self.hosts == other.hosts
+    }
+}
+
 impl Grant {
     pub fn new(hosts: &[String]) -> Self {
         Grant { hosts: hosts.iter().map(|h| h.trim().to_lowercase()).collect(), client: OnceLock::new() }

@@ -17,6 +17,7 @@ use std::sync::{Arc, LazyLock};
 use std::task::{Context, Poll, Wake, Waker};
 use std::time::Instant;
 
+use arc_swap::ArcSwap;
 use chrono::{DateTime, Utc};
 use serde::Serialize;
 use wasmtime::component::Component;
@@ -76,8 +77,10 @@ pub enum Source {
     File(PathBuf),
 }
 
-/// What the operator granted the plugin, and its limits.
-#[derive(Debug)]
+/// What the operator granted the plugin, and its limits. A config reload
+/// replaces them ([`Plugin::regrant`]); a call uses the ones current when its
+/// store is made.
+#[derive(Debug, PartialEq)]
 pub struct Grants {
     /// Host folders mounted read-only (`[plugins.settings.<name>] read_only_dirs`).
     pub read_only_dirs: Vec<PathBuf>,
@@ -133,7 +136,7 @@ pub struct Plugin {
     pub stats: Stats,
     engine: Engine,
     pre: Pre,
-    grants: Arc<Grants>,
+    grants: ArcSwap<Grants>,
 }
 
 /// A plugin as `GET /api/admin/plugins` shows it.
@@ -191,6 +194,21 @@ impl Plugin {
         self.store_with(&[])
     }
 
+    /// The grants and limits calls get now.
+    pub fn grants(&self) -> Arc<Grants> {
+        self.grants.load_full()
+    }
+
+    /// Replace the grants and limits (config reload): calls that start from
+    /// now on get them; calls under way keep theirs. Returns whether they changed.
+    pub fn regrant(&self, grants: Grants) -> bool {
+        if **self.grants.load() == grants {
+            return false;
+        }
+        self.grants.store(Arc::new(grants));
+        true
+    }
+
     /// One call on a fresh instance: a new store, `instantiate`, then `call`;
     /// the store is dropped after the call is recorded.
     fn fresh_call<I, R>(
@@ -209,8 +227,9 @@ impl Plugin {
 
     /// A store with the plugin's grants plus `mounts` (host folder, guest path), read-only.
     fn store_with(&self, mounts: &[(&Path, &str)]) -> Result<Store<CallState>, PluginError> {
+        let grants = self.grants.load();
         let mut b = WasiCtxBuilder::new();
-        let granted = self.grants.read_only_dirs.iter().map(|dir| {
+        let granted = grants.read_only_dirs.iter().map(|dir| {
             let guest = dir.file_name().map(|n| format!("/{}", n.to_string_lossy())).unwrap_or_else(|| "/data".into());
             (dir.as_path(), guest)
         });
@@ -218,10 +237,10 @@ impl Plugin {
             b.preopened_dir(dir, &guest, FsPerms::ReadOnly)
                 .map_err(|e| PluginError::Failed { plugin: self.name.clone(), detail: format!("cannot mount {}: {e}", dir.display()) })?;
         }
-        let state = CallState::new(self.name.as_str().into(), b.build(), self.grants.memory_bytes, self.grants.outbound.clone());
+        let state = CallState::new(self.name.as_str().into(), b.build(), grants.memory_bytes, grants.outbound.clone());
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
-        set_deadline(&mut store, self.grants.deadline_ticks);
+        set_deadline(&mut store, grants.deadline_ticks);
         Ok(store)
     }
 
@@ -247,10 +266,10 @@ impl Plugin {
     fn classify(&self, store: &Store<CallState>, e: wasmtime::Error) -> PluginError {
         let plugin = self.name.clone();
         if store.data().limiter.refused {
-            PluginError::Memory { plugin, mb: (self.grants.memory_bytes / (1024 * 1024)) as u64 }
+            PluginError::Memory { plugin, mb: (store.data().limiter.max_memory / (1024 * 1024)) as u64 }
         } else if let Some(trap) = e.downcast_ref::<Trap>() {
             match trap {
-                Trap::Interrupt => PluginError::Deadline { plugin, ms: self.grants.deadline_ms },
+                Trap::Interrupt => PluginError::Deadline { plugin, ms: self.grants.load().deadline_ms },
                 other => PluginError::Trap { plugin, detail: other.to_string() },
             }
         } else {
@@ -518,7 +537,7 @@ pub mod retriever_calls {
                     detail: "instance is poisoned by an earlier fault".into(),
                 });
             }
-            let ticks = deadline_ms.div_ceil(self.plugin.grants.tick_ms.max(1)) + 1;
+            let ticks = deadline_ms.div_ceil(self.plugin.grants.load().tick_ms.max(1)) + 1;
             let WarmRetriever { plugin, store, instance, poisoned } = self;
             store.data_mut().begin_call();
             set_deadline(store, ticks);
@@ -642,7 +661,7 @@ pub fn load(
         stats: Stats::default(),
         engine: engine.clone(),
         pre,
-        grants: probe_grants,
+        grants: ArcSwap::new(probe_grants),
     };
     let (name, version, description, info_kind) = plugin.info().map_err(|e| format!("info() failed: {e}"))?;
     if info_kind != kind {
@@ -651,7 +670,7 @@ pub fn load(
     if name.is_empty() || name.len() > 100 || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '.') {
         return Err(format!("info() gave an invalid name {name:?} (use letters, digits, - _ .)"));
     }
-    plugin.grants = grants_for(&name);
+    plugin.grants = ArcSwap::new(grants_for(&name));
     plugin.name = name;
     plugin.version = version;
     plugin.description = description;
