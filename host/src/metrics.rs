@@ -5,7 +5,7 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use axum::extract::{MatchedPath, Request};
+use axum::extract::{MatchedPath, Request, State};
 use axum::http::header;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -16,6 +16,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
+use crate::app::AppState;
 use crate::auth::Authed;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -176,6 +177,12 @@ impl Metrics {
     pub fn plugin_fault(&self, plugin: &str) {
         self.plugin_faults.get_or_create(&PluginLabel { plugin: plugin.to_owned() }).inc();
     }
+
+    /// Webhook attempts by what came of them: `delivered`, `retry` (failed, scheduled again),
+    /// `failed` (attempts used up) and `cancelled` (the endpoint was disabled before it was due).
+    pub fn webhook_outcome(&self, outcome: &'static str, n: u64) {
+        self.webhook_deliveries.get_or_create(&OutcomeLabel { outcome: outcome.to_owned() }).inc_by(n);
+    }
 }
 
 /// The process-wide metrics.
@@ -201,6 +208,13 @@ pub async fn layer(req: Request, next: Next) -> Response {
     responses((status = 200, description = "Prometheus/OpenMetrics text", body = String,
                content_type = "application/openmetrics-text"))
 )]
-pub async fn handler(Authed(_): Authed) -> Response {
+pub async fn handler(State(app): State<AppState>, Authed(_): Authed) -> Response {
+    // Sampled at scrape time: a read of the store, not a counter kept on every path.
+    match app.webhooks.queue_depth() {
+        Ok(depth) => {
+            get().webhook_queue_depth.set(i64::try_from(depth).unwrap_or(i64::MAX));
+        }
+        Err(e) => tracing::warn!(error = %e, "reading the webhook queue depth failed"),
+    }
     ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], get().encode()).into_response()
 }

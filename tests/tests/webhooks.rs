@@ -255,6 +255,27 @@ async fn deliveries(s: &Server, id: &str) -> Vec<Value> {
     v["data"]["deliveries"].as_array().expect("array").clone()
 }
 
+/// One sample of `GET /metrics` (0 when the series has not appeared yet).
+async fn metric(s: &Server, series: &str) -> f64 {
+    let text = s.admin(Method::GET, "/metrics").send().await.expect("metrics").text().await.expect("text");
+    text.lines()
+        .find_map(|l| l.strip_prefix(series).and_then(|rest| rest.strip_prefix(' ')).and_then(|v| v.trim().parse().ok()))
+        .unwrap_or(0.0)
+}
+
+/// Poll `GET /metrics` until `series` satisfies `pred`.
+async fn wait_metric(s: &Server, series: &str, within: Duration, pred: impl Fn(f64) -> bool) -> f64 {
+    let deadline = Instant::now() + within;
+    loop {
+        let v = metric(s, series).await;
+        if pred(v) {
+            return v;
+        }
+        assert!(Instant::now() < deadline, "{series} is {v}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 /// Poll the deliveries view until `pred` holds.
 async fn wait_deliveries(s: &Server, id: &str, within: Duration, pred: impl Fn(&[Value]) -> bool) -> Vec<Value> {
     let deadline = Instant::now() + within;
@@ -460,16 +481,26 @@ async fn failed_attempts_are_retried_on_schedule_with_the_same_delivery_id() {
     assert_eq!(endpoint(&s, &id).await["failureCount"], 0);
     tokio::time::sleep(Duration::from_millis(500)).await;
     assert_eq!(rx.hits().len(), 3, "no attempt after the acknowledgement");
+    let outcomes = |o: &str| format!("gatehouse_webhook_deliveries_total{{outcome=\"{o}\"}}");
+    assert_eq!(metric(&s, &outcomes("retry")).await, 2.0);
+    assert_eq!(metric(&s, &outcomes("delivered")).await, 1.0);
+    assert_eq!(metric(&s, "gatehouse_webhook_queue_depth").await, 0.0);
 
     // All three attempts fail: the delivery fails and counts once.
     rx.set_default(Reply::Status(500));
     send_test(&s, &id).await;
+    // Between its attempts the delivery waits in the queue.
+    wait_metric(&s, "gatehouse_webhook_queue_depth", Duration::from_secs(5), |v| v >= 1.0).await;
     let d = wait_deliveries(&s, &id, Duration::from_secs(15), |d| d[0]["status"] == "failed").await;
     assert_eq!(d[0]["attempts"], 3);
     assert_eq!(d[0]["lastStatusCode"], 500);
     assert_eq!(d[0]["lastError"], "HTTP 500");
     assert_eq!(endpoint(&s, &id).await["failureCount"], 1);
     assert_eq!(rx.hits().len(), 6);
+    assert_eq!(metric(&s, &outcomes("retry")).await, 4.0);
+    assert_eq!(metric(&s, &outcomes("failed")).await, 1.0);
+    assert_eq!(metric(&s, &outcomes("delivered")).await, 1.0);
+    wait_metric(&s, "gatehouse_webhook_queue_depth", Duration::from_secs(5), |v| v == 0.0).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -375,8 +375,16 @@ async fn cancel_due(shared: &Shared, endpoint_id: &str, keep: usize) -> StoreRes
         return Ok(due.next_due);
     }
     let ids = due.due.into_iter().map(|d| d.id).collect();
-    shared.store.cancel_deliveries(endpoint_id, ids, "endpoint disabled".into(), keep).await?;
+    cancel(shared, endpoint_id, ids, keep).await?;
     Ok(Some(now))
+}
+
+/// Finish deliveries of a disabled endpoint without an attempt, and count them.
+async fn cancel(shared: &Shared, endpoint_id: &str, ids: Vec<String>, keep: usize) -> StoreResult<()> {
+    let n = ids.len() as u64;
+    shared.store.cancel_deliveries(endpoint_id, ids, "endpoint disabled".into(), keep).await?;
+    crate::metrics::get().webhook_outcome("cancelled", n);
+    Ok(())
 }
 
 /// Commit outcomes and cursor moves in batches: wait for one, gather more
@@ -446,7 +454,7 @@ async fn attempt_inner(shared: &Arc<Shared>, d: Delivery, fresh: bool, slot: Own
     let endpoint = match shared.store.get_endpoint(&d.endpoint_id)? {
         Some(e) if e.enabled => e,
         Some(_) if !fresh => {
-            return shared.store.cancel_deliveries(&d.endpoint_id, vec![d.id], "endpoint disabled".into(), keep).await;
+            return cancel(shared, &d.endpoint_id, vec![d.id], keep).await;
         }
         _ => return Ok(()),
     };
@@ -502,6 +510,15 @@ async fn attempt_inner(shared: &Arc<Shared>, d: Delivery, fresh: bool, slot: Own
     shared.recorder.send(Record::Attempt(Box::new(attempt), reply)).await.map_err(|_| stopped())?;
     let effect = effect.await.map_err(|_| stopped())??;
     let err = error.as_deref().unwrap_or_default();
+    let outcome = match effect {
+        AttemptEffect::Acknowledged => Some("delivered"),
+        AttemptEffect::Retry => Some("retry"),
+        AttemptEffect::Failed { .. } => Some("failed"),
+        AttemptEffect::Gone => None,
+    };
+    if let Some(o) = outcome {
+        crate::metrics::get().webhook_outcome(o, 1);
+    }
     match effect {
         AttemptEffect::Acknowledged => {
             tracing::debug!(endpoint = %endpoint.id, delivery = %delivery_id, event = %event_id, attempt = attempt_no, latency_ms, "webhook delivered")

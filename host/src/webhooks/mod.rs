@@ -91,6 +91,11 @@ impl Webhooks {
         self.dispatcher.wake();
     }
 
+    /// Deliveries waiting (see [`WebhookStore::queue_depth`]).
+    pub fn queue_depth(&self) -> crate::store::StoreResult<u64> {
+        self.store.queue_depth()
+    }
+
     /// Stop dispatching. Pending deliveries stay in the store and resume at the next start.
     pub async fn shutdown(&self) {
         self.dispatcher.shutdown().await;

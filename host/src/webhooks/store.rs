@@ -33,7 +33,7 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use redb::{ReadableDatabase, ReadableTable, Table, TableDefinition, WriteTransaction};
+use redb::{ReadableDatabase, ReadableTable, ReadableTableMetadata, Table, TableDefinition, WriteTransaction};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -242,6 +242,11 @@ pub trait WebhookStore: Send + Sync + 'static {
     fn due_deliveries(&self, endpoint_id: &str, now: DateTime<Utc>, limit: usize) -> StoreResult<Due>;
     /// Endpoints with pending deliveries.
     fn endpoints_with_pending(&self) -> StoreResult<Vec<String>>;
+    /// Deliveries waiting (`gatehouse_webhook_queue_depth`): outbox events an
+    /// enabled endpoint's cursor has not passed yet (events it does not
+    /// subscribe to are passed within a poll), plus scheduled retries and
+    /// test deliveries of every endpoint.
+    fn queue_depth(&self) -> StoreResult<u64>;
     /// In one commit: the outcomes of several attempts, and cursor moves
     /// (a cursor never moves back). The dispatcher batches both, so
     /// deliveries cost few commits of the shared writer.
@@ -628,6 +633,23 @@ impl WebhookStore for RedbStore {
         })
     }
 
+    fn queue_depth(&self) -> StoreResult<u64> {
+        self.wh_read(|txn| {
+            let head = txn.open_table(OUTBOX).map_err(backend)?.last().map_err(backend)?.map(|(k, _)| k.value()).unwrap_or(0);
+            let cursors = txn.open_table(CURSORS).map_err(backend)?;
+            let mut waiting = txn.open_table(QUEUE).map_err(backend)?.len().map_err(backend)?;
+            for item in txn.open_table(ENDPOINTS).map_err(backend)?.iter().map_err(backend)? {
+                let (_, v) = item.map_err(backend)?;
+                let ep: Endpoint = decode(v.value())?;
+                if ep.enabled {
+                    let cursor = cursors.get(ep.id.as_str()).map_err(backend)?.map(|c| c.value()).unwrap_or(0);
+                    waiting += head.saturating_sub(cursor);
+                }
+            }
+            Ok(waiting)
+        })
+    }
+
     fn endpoint_cursor(&self, endpoint_id: &str) -> StoreResult<u64> {
         self.wh_read(|txn| {
             let t = txn.open_table(CURSORS).map_err(backend)?;
@@ -822,6 +844,27 @@ mod tests {
         s.enqueue_events((0..5).map(|_| event("dlp:incident")).collect(), Vec::new()).await.expect("events");
         s.update_endpoint("wh_a", EndpointPatch { enabled: Some(true), ..Default::default() }, entry()).await.expect("on");
         assert_eq!(s.endpoint_cursor("wh_a").expect("cursor"), 7);
+    }
+
+    #[tokio::test]
+    async fn the_queue_depth_counts_what_enabled_endpoints_have_not_passed_and_pending_retries() {
+        let (_d, s) = store().await;
+        s.create_endpoint(endpoint("wh_a", &["*"]), WebhookSecret::generate(), entry()).await.expect("a");
+        s.create_endpoint(endpoint("wh_b", &["dlp:incident"]), WebhookSecret::generate(), entry()).await.expect("b");
+        assert_eq!(s.queue_depth().expect("depth"), 0);
+        s.enqueue_events((0..3).map(|_| event("dlp:incident")).collect(), Vec::new()).await.expect("events");
+        assert_eq!(s.queue_depth().expect("depth"), 6, "three events, two endpoints behind them");
+        s.record(Vec::new(), vec![("wh_a".into(), 3), ("wh_b".into(), 1)]).await.expect("cursors");
+        assert_eq!(s.queue_depth().expect("depth"), 2);
+        // A disabled endpoint's backlog is not waiting (re-enabling skips it).
+        s.update_endpoint("wh_b", EndpointPatch { enabled: Some(false), ..Default::default() }, entry()).await.expect("off");
+        assert_eq!(s.queue_depth().expect("depth"), 0);
+        // A scheduled retry is.
+        let now = Utc::now();
+        let d = Delivery::new("wh_a", &event("dlp:incident"), now, now).expect("delivery");
+        let later = now + chrono::Duration::seconds(60);
+        assert_eq!(one(&s, attempt(&d, true, Some("HTTP 500"), Some(later))).await, AttemptEffect::Retry);
+        assert_eq!(s.queue_depth().expect("depth"), 1);
     }
 
     #[tokio::test]
