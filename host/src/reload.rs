@@ -35,12 +35,10 @@ pub async fn reload(app: &AppState, path: &Path, trigger: &str) -> bool {
                 cfg.data_dir.clone_from(&old.data_dir);
             }
             drop(old);
-            let regranted = app.plugins.update_config(&cfg.plugins);
+            // Logs each plugin whose grants changed.
+            app.plugins.update_config(&cfg.plugins);
             app.config.store(Arc::new(cfg));
             app.targets.store(Arc::new(targets));
-            if !regranted.is_empty() {
-                tracing::info!(plugins = ?regranted, "plugin grants changed with the config");
-            }
             tracing::info!(%trigger, path = %path.display(), "config reloaded");
             (true, format!("Config reloaded from {} ({trigger})", path.display()), Severity::Info)
         }

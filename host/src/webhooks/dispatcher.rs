@@ -510,23 +510,18 @@ async fn attempt_inner(shared: &Arc<Shared>, d: Delivery, fresh: bool, slot: Own
     shared.recorder.send(Record::Attempt(Box::new(attempt), reply)).await.map_err(|_| stopped())?;
     let effect = effect.await.map_err(|_| stopped())??;
     let err = error.as_deref().unwrap_or_default();
-    let outcome = match effect {
-        AttemptEffect::Acknowledged => Some("delivered"),
-        AttemptEffect::Retry => Some("retry"),
-        AttemptEffect::Failed { .. } => Some("failed"),
-        AttemptEffect::Gone => None,
-    };
-    if let Some(o) = outcome {
-        crate::metrics::get().webhook_outcome(o, 1);
-    }
+    let metrics = crate::metrics::get();
     match effect {
         AttemptEffect::Acknowledged => {
+            metrics.webhook_outcome("delivered", 1);
             tracing::debug!(endpoint = %endpoint.id, delivery = %delivery_id, event = %event_id, attempt = attempt_no, latency_ms, "webhook delivered")
         }
         AttemptEffect::Retry => {
+            metrics.webhook_outcome("retry", 1);
             tracing::info!(endpoint = %endpoint.id, %host, delivery = %delivery_id, attempt = attempt_no, error = err, "webhook attempt failed; will retry")
         }
         AttemptEffect::Failed { disabled } => {
+            metrics.webhook_outcome("failed", 1);
             tracing::warn!(endpoint = %endpoint.id, %host, delivery = %delivery_id, attempts = attempt_no, error = err, "webhook delivery failed");
             if disabled {
                 tracing::warn!(endpoint = %endpoint.id, %host, "webhook endpoint disabled after repeated failures");
