@@ -423,6 +423,16 @@ impl Config {
                 return Err(format!("indexes.{name}.config: must be a table"));
             }
         }
+        for (plugin, settings) in &self.plugins.settings {
+            for (header, var) in &settings.outbound_header_env {
+                if axum::http::HeaderName::from_bytes(header.as_bytes()).is_err() {
+                    return Err(format!("plugins.settings.{plugin}.outbound_header_env: `{header}` is not a valid header name"));
+                }
+                if var.trim().is_empty() {
+                    return Err(format!("plugins.settings.{plugin}.outbound_header_env.{header}: name an environment variable"));
+                }
+            }
+        }
         for (what, l) in [("limits.chat", &self.limits.chat), ("limits.admin_read", &self.limits.admin_read)] {
             if l.per_minute == 0 || l.per_hour == 0 || l.per_day == 0 || l.per_month == 0 {
                 return Err(format!("{what}: limits must be at least 1"));

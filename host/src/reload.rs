@@ -24,6 +24,7 @@ use crate::store::model::Severity;
 pub async fn reload(app: &AppState, path: &Path, trigger: &str) -> bool {
     let result = Config::load(Some(path)).map_err(|e| e.to_string()).and_then(|cfg| {
         let targets = crate::chat::providers::targets(&cfg).map_err(|e| format!("{e:#}"))?;
+        cfg.plugins.check_secrets()?;
         Ok((cfg, targets))
     });
     let (ok, description, severity) = match result {

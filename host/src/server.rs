@@ -30,6 +30,7 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> any
     let grace = Duration::from_millis(config.server.shutdown_grace_ms);
     let store_dyn: Arc<dyn crate::store::Store> = store.clone();
     let targets = crate::chat::providers::targets(&config)?;
+    config.plugins.check_secrets().map_err(|e| anyhow::anyhow!(e))?;
     let transport = crate::chat::transport::Transport::new(&config.upstream)?;
     let breakers =
         crate::chat::breaker::Breakers::new(config.upstream.breaker_failures, Duration::from_millis(config.upstream.breaker_cooldown_ms));

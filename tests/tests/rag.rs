@@ -298,3 +298,56 @@ async fn a_config_reload_changes_a_loaded_retrievers_outbound_grant_from_its_nex
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
+
+/// A search backend that answers only requests carrying `authorization: Bearer s3cret-search-key`,
+/// and records the `authorization` headers it saw.
+async fn search_backend_with_key() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use axum::http::{HeaderMap, StatusCode};
+    use axum::response::IntoResponse;
+    let seen: std::sync::Arc<std::sync::Mutex<Vec<String>>> = Default::default();
+    let log = seen.clone();
+    let app = axum::Router::new().route(
+        "/retrieve",
+        post(move |headers: HeaderMap, Json(_q): Json<Value>| {
+            let log = log.clone();
+            async move {
+                let auth: Vec<String> =
+                    headers.get_all("authorization").iter().filter_map(|v| v.to_str().ok().map(str::to_owned)).collect();
+                log.lock().expect("lock").extend(auth.iter().cloned());
+                if auth != ["Bearer s3cret-search-key"] {
+                    return (StatusCode::UNAUTHORIZED, "missing key").into_response();
+                }
+                Json(json!({"documents": [{"source": "vault/policy.md", "text": "Only keyed callers read this.", "score": 2.0}]}))
+                    .into_response()
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move {
+        axum::serve(listener, app).await.expect("serve");
+    });
+    (format!("127.0.0.1:{}", addr.port()), seen)
+}
+
+#[tokio::test]
+async fn the_host_adds_a_granted_secret_header_to_the_remote_retrievers_requests() {
+    let mock = MockUpstream::start().await;
+    let (backend, seen) = search_backend_with_key().await;
+    let extra = format!(
+        "[indexes.vault]\nretriever = \"retriever-http\"\npath = \"none\"\nconfig = {{ url = \"http://{backend}/retrieve\" }}\n\
+         [plugins.settings.retriever-http]\nallowed_outbound_hosts = [\"{backend}\"]\n\
+         outbound_header_env = {{ Authorization = \"GATEHOUSE_TEST_SEARCH_KEY\" }}\n"
+    );
+    let s = builder(&mock, &extra).env("GATEHOUSE_TEST_SEARCH_KEY", "Bearer s3cret-search-key").start();
+    let (status, v) = chat(&s, &s.admin_key, &body("vault", "who may read")).await;
+    assert_eq!(status, 200, "{v}");
+    assert_eq!(sources(&v), ["vault/policy.md"], "{v}");
+    let seen = seen.lock().expect("lock").clone();
+    assert!(
+        !seen.is_empty() && seen.iter().all(|h| h == "Bearer s3cret-search-key"),
+        "exactly the granted header, once per request: {seen:?}"
+    );
+    // The secret is not in the server's log.
+    assert!(!s.log().contains("s3cret-search-key"), "the header value was logged");
+}

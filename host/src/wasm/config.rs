@@ -52,6 +52,12 @@ pub struct PluginSettings {
     pub allowed_outbound_hosts: Vec<String>,
     /// Host folders mounted read-only into the plugin (guest path = host path's file name).
     pub read_only_dirs: Vec<PathBuf>,
+    /// Headers the host adds to every `outbound-http` request of the plugin,
+    /// header name → environment variable holding the value (an API key of a
+    /// search backend, say). The plugin never sees the value, and a header of
+    /// the same name that it sets itself is replaced. Read at start and at
+    /// every config reload; a variable that is not set stops either.
+    pub outbound_header_env: BTreeMap<String, String>,
 }
 
 impl Default for PluginSettings {
@@ -60,6 +66,7 @@ impl Default for PluginSettings {
             config: serde_json::Value::Object(Default::default()),
             allowed_outbound_hosts: Vec::new(),
             read_only_dirs: Vec::new(),
+            outbound_header_env: BTreeMap::new(),
         }
     }
 }
@@ -79,6 +86,25 @@ impl PluginsConfig {
         std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache").join("gatehouse"))
     }
 
+    /// The headers `outbound_header_env` gives `plugin`, with their values
+    /// read from the environment now.
+    pub fn outbound_headers(&self, plugin: &str) -> Result<Vec<(String, String)>, String> {
+        let Some(settings) = self.settings.get(plugin) else { return Ok(Vec::new()) };
+        settings
+            .outbound_header_env
+            .iter()
+            .map(|(header, var)| match std::env::var(var) {
+                Ok(value) => Ok((header.to_ascii_lowercase(), value)),
+                Err(_) => Err(format!("plugins.settings.{plugin}.outbound_header_env.{header}: environment variable {var} is not set")),
+            })
+            .collect()
+    }
+
+    /// Every plugin's `outbound_header_env` can be read (at start and before a reload is taken).
+    pub fn check_secrets(&self) -> Result<(), String> {
+        self.settings.keys().try_for_each(|plugin| self.outbound_headers(plugin).map(drop))
+    }
+
     /// The JSON config of a plugin (`{}` when none).
     pub fn plugin_config(&self, name: &str) -> serde_json::Value {
         self.settings
@@ -86,5 +112,24 @@ impl PluginsConfig {
             .map(|s| s.config.clone())
             .filter(serde_json::Value::is_object)
             .unwrap_or_else(|| serde_json::Value::Object(Default::default()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn outbound_headers_come_from_the_environment_and_a_missing_variable_is_named() {
+        let mut cfg = PluginsConfig::default();
+        let mut settings = PluginSettings::default();
+        // Variables only this test sets.
+        settings.outbound_header_env.insert("X-Api-Key".into(), "GATEHOUSE_UNIT_OUTBOUND_KEY".into());
+        cfg.settings.insert("retriever-http".into(), settings);
+        assert!(cfg.outbound_headers("other-plugin").expect("none").is_empty());
+        let err = cfg.check_secrets().expect_err("unset");
+        assert!(err.contains("plugins.settings.retriever-http.outbound_header_env.X-Api-Key"), "{err}");
+        assert!(err.contains("GATEHOUSE_UNIT_OUTBOUND_KEY"), "{err}");
+        // The value side (a set variable reaching the backend) is tested end to end in tests/rag.rs.
     }
 }

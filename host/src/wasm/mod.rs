@@ -171,9 +171,14 @@ impl Loader {
     fn grants(&self, name: &str) -> plugin::Grants {
         let cfg = self.config.load();
         let settings = cfg.settings.get(name).cloned().unwrap_or_default();
+        // Checked before a config is taken (start, reload); a variable unset since then loses its header.
+        let headers = cfg.outbound_headers(name).unwrap_or_else(|e| {
+            tracing::error!(plugin = name, "{e}; its outbound requests go without that header");
+            Vec::new()
+        });
         plugin::Grants {
             read_only_dirs: settings.read_only_dirs.clone(),
-            outbound: Arc::new(outbound::Grant::new(&settings.allowed_outbound_hosts)),
+            outbound: Arc::new(outbound::Grant::new(&settings.allowed_outbound_hosts, headers)),
             deadline_ticks: cfg.call_timeout_ms.div_ceil(self.tick_ms) + 1,
             deadline_ms: cfg.call_timeout_ms,
             tick_ms: self.tick_ms,
