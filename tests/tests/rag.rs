@@ -222,6 +222,16 @@ async fn search_backend() -> (String, tokio::task::JoinHandle<()>) {
             ]}))
         }),
     );
+    serve_on_loopback(app).await
+}
+
+/// An `[indexes.<index>]` entry served by retriever-http from the backend at `addr`.
+fn remote_index(index: &str, addr: &str) -> String {
+    format!("[indexes.{index}]\nretriever = \"retriever-http\"\npath = \"none\"\nconfig = {{ url = \"http://{addr}/retrieve\" }}\n")
+}
+
+/// Serve `app` on a free loopback port: (`host:port`, the server task).
+async fn serve_on_loopback(app: axum::Router) -> (String, tokio::task::JoinHandle<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     let task = tokio::spawn(async move {
@@ -236,9 +246,9 @@ async fn the_remote_retriever_reaches_only_granted_hosts() {
     let (granted, _backend) = search_backend().await;
     let (other, _other_backend) = search_backend().await;
     let extra = format!(
-        "[indexes.remote]\nretriever = \"retriever-http\"\npath = \"none\"\nconfig = {{ url = \"http://{granted}/retrieve\" }}\n\
-         [indexes.sneaky]\nretriever = \"retriever-http\"\npath = \"none\"\nconfig = {{ url = \"http://{other}/retrieve\" }}\n\
-         [plugins.settings.retriever-http]\nallowed_outbound_hosts = [\"{granted}\"]\n"
+        "{}{}[plugins.settings.retriever-http]\nallowed_outbound_hosts = [\"{granted}\"]\n",
+        remote_index("remote", &granted),
+        remote_index("sneaky", &other)
     );
     let s = builder(&mock, &extra).start();
     let (status, v) = chat(&s, &s.admin_key, &body("remote", "opening hours")).await;
@@ -260,10 +270,8 @@ async fn the_remote_retriever_reaches_only_granted_hosts() {
 async fn a_config_reload_changes_a_loaded_retrievers_outbound_grant_from_its_next_call() {
     let mock = MockUpstream::start().await;
     let (granted, _backend) = search_backend().await;
-    let extra = format!(
-        "[indexes.remote]\nretriever = \"retriever-http\"\npath = \"none\"\nconfig = {{ url = \"http://{granted}/retrieve\" }}\n\
-         [plugins.settings.retriever-http]\nallowed_outbound_hosts = [\"{granted}\"]\n"
-    );
+    let extra =
+        format!("{}[plugins.settings.retriever-http]\nallowed_outbound_hosts = [\"{granted}\"]\n", remote_index("remote", &granted));
     let s = builder(&mock, &extra).start();
     let (status, v) = chat(&s, &s.admin_key, &body("remote", "opening hours")).await;
     assert_eq!(status, 200, "{v}");
@@ -322,12 +330,8 @@ async fn search_backend_with_key() -> (String, std::sync::Arc<std::sync::Mutex<V
             }
         }),
     );
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
-    let addr = listener.local_addr().expect("addr");
-    tokio::spawn(async move {
-        axum::serve(listener, app).await.expect("serve");
-    });
-    (format!("127.0.0.1:{}", addr.port()), seen)
+    let (addr, _task) = serve_on_loopback(app).await;
+    (addr, seen)
 }
 
 #[tokio::test]
@@ -335,9 +339,9 @@ async fn the_host_adds_a_granted_secret_header_to_the_remote_retrievers_requests
     let mock = MockUpstream::start().await;
     let (backend, seen) = search_backend_with_key().await;
     let extra = format!(
-        "[indexes.vault]\nretriever = \"retriever-http\"\npath = \"none\"\nconfig = {{ url = \"http://{backend}/retrieve\" }}\n\
-         [plugins.settings.retriever-http]\nallowed_outbound_hosts = [\"{backend}\"]\n\
-         outbound_header_env = {{ Authorization = \"GATEHOUSE_TEST_SEARCH_KEY\" }}\n"
+        "{}[plugins.settings.retriever-http]\nallowed_outbound_hosts = [\"{backend}\"]\n\
+         outbound_header_env = {{ Authorization = \"GATEHOUSE_TEST_SEARCH_KEY\" }}\n",
+        remote_index("vault", &backend)
     );
     let s = builder(&mock, &extra).env("GATEHOUSE_TEST_SEARCH_KEY", "Bearer s3cret-search-key").start();
     let (status, v) = chat(&s, &s.admin_key, &body("vault", "who may read")).await;
