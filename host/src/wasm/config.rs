@@ -87,14 +87,14 @@ impl PluginsConfig {
     }
 
     /// The headers `outbound_header_env` gives `plugin`, with their values
-    /// read from the environment now.
+    /// read from the environment now (names as written; `outbound::Grant` normalises them).
     pub fn outbound_headers(&self, plugin: &str) -> Result<Vec<(String, String)>, String> {
         let Some(settings) = self.settings.get(plugin) else { return Ok(Vec::new()) };
         settings
             .outbound_header_env
             .iter()
             .map(|(header, var)| match std::env::var(var) {
-                Ok(value) => Ok((header.to_ascii_lowercase(), value)),
+                Ok(value) => Ok((header.clone(), value)),
                 Err(_) => Err(format!("plugins.settings.{plugin}.outbound_header_env.{header}: environment variable {var} is not set")),
             })
             .collect()
