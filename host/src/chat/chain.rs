@@ -7,39 +7,24 @@ use std::collections::HashSet;
 use std::future::Future;
 use std::time::Instant;
 
-use serde_json::{Value, json};
+use serde::Serialize;
 
 use super::breaker::{Admission, Breakers};
 use super::types::{AttemptError, ChainEntry, Trigger};
 
 /// One line of `attempts[]` (spec 2.4).
-#[derive(Debug, Clone, PartialEq)]
+#[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Attempt {
     pub model: String,
     /// `success`, `failed` or `skipped`.
     pub status: &'static str,
     /// Trigger name, `cooldown` or `policy`; none for a success.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub reason: Option<&'static str>,
     pub latency_ms: u64,
     /// What went wrong, for the caller.
+    #[serde(skip_serializing_if = "Option::is_none")]
     pub message: Option<String>,
-}
-
-impl Attempt {
-    pub fn to_json(&self) -> Value {
-        let mut v = json!({
-            "model": self.model,
-            "status": self.status,
-            "latency_ms": self.latency_ms,
-        });
-        if let Some(r) = self.reason {
-            v["reason"] = json!(r);
-        }
-        if let Some(m) = &self.message {
-            v["message"] = json!(m);
-        }
-        v
-    }
 }
 
 /// A move from a failed model to the next one (`api:model_failover`).

@@ -73,8 +73,8 @@ impl Format {
         }
     }
 
-    /// The 200 body of a non-streaming answer.
-    pub fn completion_body(self, id: &str, created: i64, content: &str, finish: &str, usage: Usage, meta: &Meta) -> Value {
+    /// The 200 body of a non-streaming answer, serialised.
+    pub fn completion_body(self, id: &str, created: i64, content: &str, finish: &str, usage: Usage, meta: &Meta) -> String {
         match self {
             Format::Gatehouse => response::completion_body(id, created, content, finish, usage, meta),
             Format::OpenAi { .. } => json!({
@@ -94,8 +94,9 @@ impl Format {
                     "total_tokens": usage.total(),
                 },
                 "system_fingerprint": null,
-                "gatehouse": meta.to_json(),
-            }),
+                "gatehouse": meta.view(),
+            })
+            .to_string(),
         }
     }
 

@@ -73,7 +73,8 @@ impl Prepared {
 /// A finished non-streaming reply and what it leaves to store.
 pub(super) struct Reply {
     status: StatusCode,
-    body: Value,
+    /// The JSON body, serialised.
+    body: String,
     usage: Option<UsageDelta>,
     events: Vec<OutboxEvent>,
     pub(super) audit: Vec<AuditEntry>,
@@ -85,7 +86,7 @@ impl Reply {
     pub(super) fn error(format: Format, e: ChatError, events: Vec<OutboxEvent>) -> Self {
         Reply {
             status: e.status,
-            body: format.error_body(&e),
+            body: format.error_body(&e).to_string(),
             usage: None,
             events,
             audit: Vec::new(),
@@ -350,7 +351,7 @@ pub fn exhausted_error(attempts: &[chain::Attempt], all_rate_limited: bool) -> C
         text::ALL_MODELS_FAILED,
         format!("all {n} attempt(s) of the model chain failed; see `attempts` for each model's reason"),
     )
-    .with("attempts", Value::Array(attempts.iter().map(chain::Attempt::to_json).collect()))
+    .with("attempts", json!(attempts))
 }
 
 /// Chain entries the policy keeps from receiving the data are skipped (reason `policy`).
@@ -434,7 +435,7 @@ async fn complete(app: &AppState, ctx: &AuthContext, mut p: Prepared, mut secure
 /// Commit what the request produced, then answer. The commit comes first: an
 /// acknowledged answer is billed and its idempotency record is durable.
 pub(super) async fn finish(app: &AppState, reply: Reply, guard: Option<Guard>) -> Response {
-    let body_text = reply.body.to_string();
+    let body_text = reply.body;
     let idem = guard.as_ref().map(|g| g.outcome(reply.status, "application/json", body_text.clone()));
     if reply.usage.is_some() || !reply.events.is_empty() || !reply.audit.is_empty() || idem.is_some() || reply.receipt.is_some() {
         let outcome =

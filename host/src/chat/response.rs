@@ -1,5 +1,6 @@
 //! The response envelope (spec 2.2), its metadata, and the SSE frames (2.3).
 
+use serde::Serialize;
 use serde_json::{Value, json};
 
 use super::chain::Attempt;
@@ -25,90 +26,174 @@ pub struct Meta {
 }
 
 impl Meta {
-    pub fn to_json(&self) -> Value {
-        let mut m = json!({
-            "conversation_id": self.conversation_id,
-            "index_used": self.index_used,
-            "smltp_policy_used": self.policy_used,
-            "smltp_policy_source": self.policy_source,
-            "smltp_policy_hash": self.policy_hash,
-            "prompt_shield_policy": self.prompt_shield_policy,
-            "served_model": self.served_model,
-            "requested_model": self.requested_model,
-            "rag_enabled": self.rag_enabled,
-            "documents_retrieved": self.documents_retrieved,
-            "sources": self.sources,
-        });
-        if let Some(attempts) = &self.failover {
-            let occurred = attempts.iter().any(|a| a.status != "success");
-            m["failover"] = json!({
-                "occurred": occurred,
-                "attempts": attempts.iter().map(Attempt::to_json).collect::<Vec<_>>(),
-            });
+    /// The `metadata` object, borrowed: serialised straight into a body
+    /// without building a `serde_json::Value` tree per answer.
+    pub fn view(&self) -> MetaView<'_> {
+        MetaView {
+            conversation_id: &self.conversation_id,
+            index_used: &self.index_used,
+            smltp_policy_used: &self.policy_used,
+            smltp_policy_source: self.policy_source,
+            smltp_policy_hash: self.policy_hash.as_deref(),
+            prompt_shield_policy: self.prompt_shield_policy.as_ref(),
+            served_model: &self.served_model,
+            requested_model: &self.requested_model,
+            rag_enabled: self.rag_enabled,
+            documents_retrieved: self.documents_retrieved,
+            sources: &self.sources,
+            failover: self
+                .failover
+                .as_deref()
+                .map(|attempts| FailoverView { occurred: attempts.iter().any(|a| a.status != "success"), attempts }),
+            smltp: self.smltp.as_ref(),
         }
-        if let Some(s) = &self.smltp {
-            m["smltp"] = s.clone();
-        }
-        m
     }
 }
 
-/// The non-streaming 200 body.
-pub fn completion_body(id: &str, created: i64, content: &str, finish_reason: &str, usage: Usage, meta: &Meta) -> Value {
-    json!({
-        "success": true,
-        "id": id,
-        "object": "chat.completion",
-        "created": created,
-        "model": meta.served_model,
-        "choices": [{
-            "index": 0,
-            "message": {"role": "assistant", "content": content},
-            "finish_reason": finish_reason,
-        }],
-        "usage": usage.to_json(),
-        "metadata": meta.to_json(),
+/// `metadata` (spec 2.2) as it is serialised.
+#[derive(Serialize)]
+pub struct MetaView<'a> {
+    conversation_id: &'a str,
+    index_used: &'a str,
+    smltp_policy_used: &'a str,
+    smltp_policy_source: &'static str,
+    smltp_policy_hash: Option<&'a str>,
+    prompt_shield_policy: Option<&'a Value>,
+    served_model: &'a str,
+    requested_model: &'a str,
+    rag_enabled: bool,
+    documents_retrieved: u64,
+    sources: &'a [Value],
+    #[serde(skip_serializing_if = "Option::is_none")]
+    failover: Option<FailoverView<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    smltp: Option<&'a Value>,
+}
+
+#[derive(Serialize)]
+struct FailoverView<'a> {
+    occurred: bool,
+    attempts: &'a [Attempt],
+}
+
+#[derive(Serialize)]
+struct CompletionBody<'a> {
+    success: bool,
+    id: &'a str,
+    object: &'static str,
+    created: i64,
+    model: &'a str,
+    choices: [Choice<'a>; 1],
+    usage: UsageView,
+    metadata: MetaView<'a>,
+}
+
+#[derive(Serialize)]
+struct Choice<'a> {
+    index: u32,
+    message: Message<'a>,
+    finish_reason: &'a str,
+}
+
+#[derive(Serialize)]
+struct Message<'a> {
+    role: &'static str,
+    content: &'a str,
+}
+
+/// `usage` in the envelope: OpenAI's names and Anthropic's.
+#[derive(Serialize)]
+struct UsageView {
+    prompt_tokens: u64,
+    completion_tokens: u64,
+    total_tokens: u64,
+    input_tokens: u64,
+    output_tokens: u64,
+}
+
+impl From<Usage> for UsageView {
+    fn from(u: Usage) -> Self {
+        UsageView {
+            prompt_tokens: u.prompt_tokens,
+            completion_tokens: u.completion_tokens,
+            total_tokens: u.total(),
+            input_tokens: u.prompt_tokens,
+            output_tokens: u.completion_tokens,
+        }
+    }
+}
+
+/// The non-streaming 200 body, serialised.
+pub fn completion_body(id: &str, created: i64, content: &str, finish_reason: &str, usage: Usage, meta: &Meta) -> String {
+    to_json(&CompletionBody {
+        success: true,
+        id,
+        object: "chat.completion",
+        created,
+        model: &meta.served_model,
+        choices: [Choice { index: 0, message: Message { role: "assistant", content }, finish_reason }],
+        usage: usage.into(),
+        metadata: meta.view(),
     })
 }
 
-/// One SSE frame: `data: <json>\n\n`.
-pub fn frame(kind: &str, data: Value) -> String {
-    let mut s = String::with_capacity(64);
-    s.push_str("data: ");
-    s.push_str(&json!({"type": kind, "data": data}).to_string());
-    s.push_str("\n\n");
-    s
+/// Serialise a body made of strings, numbers and `Value`s: that cannot fail.
+fn to_json(body: &impl Serialize) -> String {
+    serde_json::to_string(body).unwrap_or_else(|e| unreachable!("a response body always serialises: {e}"))
+}
+
+/// One SSE frame: `data: {"type": kind, "data": data}\n\n`.
+pub fn frame(kind: &str, data: impl Serialize) -> String {
+    #[derive(Serialize)]
+    struct Frame<'a, D> {
+        #[serde(rename = "type")]
+        kind: &'a str,
+        data: D,
+    }
+    let mut out = Vec::with_capacity(192);
+    out.extend_from_slice(b"data: ");
+    serde_json::to_writer(&mut out, &Frame { kind, data }).unwrap_or_else(|e| unreachable!("an SSE frame always serialises: {e}"));
+    out.extend_from_slice(b"\n\n");
+    String::from_utf8(out).unwrap_or_else(|e| unreachable!("serde_json writes UTF-8: {e}"))
 }
 
 pub const DONE: &str = "data: [DONE]\n\n";
 
 pub fn metadata_frame(id: &str, created: i64, meta: &Meta) -> String {
-    frame(
-        "metadata",
-        json!({
-            "success": true,
-            "id": id,
-            "object": "chat.completion",
-            "created": created,
-            "model": meta.served_model,
-            "metadata": meta.to_json(),
-        }),
-    )
+    #[derive(Serialize)]
+    struct Opening<'a> {
+        success: bool,
+        id: &'a str,
+        object: &'static str,
+        created: i64,
+        model: &'a str,
+        metadata: MetaView<'a>,
+    }
+    frame("metadata", Opening { success: true, id, object: "chat.completion", created, model: &meta.served_model, metadata: meta.view() })
 }
 
 pub fn chunk_frame(id: &str, model: &str, content: &str, finish_reason: Option<&str>) -> String {
+    #[derive(Serialize)]
+    struct Chunk<'a> {
+        id: &'a str,
+        object: &'static str,
+        model: &'a str,
+        choices: [Delta<'a>; 1],
+    }
+    #[derive(Serialize)]
+    struct Delta<'a> {
+        index: u32,
+        delta: Message<'a>,
+        finish_reason: Option<&'a str>,
+    }
     frame(
         "chunk",
-        json!({
-            "id": id,
-            "object": "chat.completion.chunk",
-            "model": model,
-            "choices": [{
-                "index": 0,
-                "delta": {"role": "assistant", "content": content},
-                "finish_reason": finish_reason,
-            }],
-        }),
+        Chunk {
+            id,
+            object: "chat.completion.chunk",
+            model,
+            choices: [Delta { index: 0, delta: Message { role: "assistant", content }, finish_reason }],
+        },
     )
 }
 
@@ -125,4 +210,85 @@ pub fn usage_frame(usage: Usage) -> String {
 
 pub fn error_frame(code: &str, message: &str, request_id: &str) -> String {
     frame("error", json!({"code": code, "message": message, "request_id": request_id}))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn meta(failover: Option<Vec<Attempt>>) -> Meta {
+        Meta {
+            conversation_id: "conv-1".into(),
+            index_used: "docs".into(),
+            policy_used: "internal".into(),
+            policy_source: "key",
+            policy_hash: Some("ab12".into()),
+            prompt_shield_policy: Some(json!({"mode": "block"})),
+            served_model: "openai/gpt-4o".into(),
+            requested_model: "openai/gpt-4o".into(),
+            failover,
+            smltp: Some(json!({"bundle_id": "b-1", "receipt_url": "/api/receipts/b-1"})),
+            rag_enabled: true,
+            documents_retrieved: 2,
+            sources: vec![json!({"id": "d1"})],
+        }
+    }
+
+    #[test]
+    fn completion_body_has_every_field_of_the_envelope() {
+        let attempts = vec![
+            Attempt { model: "openai/a".into(), status: "failed", reason: Some("timeout"), latency_ms: 30, message: Some("slow".into()) },
+            Attempt { model: "openai/gpt-4o".into(), status: "success", reason: None, latency_ms: 12, message: None },
+        ];
+        let usage = Usage { prompt_tokens: 7, completion_tokens: 3 };
+        let body: Value = serde_json::from_str(&completion_body("req-1", 42, "hi \"there\"", "stop", usage, &meta(Some(attempts))))
+            .expect("the body is JSON");
+        assert_eq!(
+            body,
+            json!({
+                "success": true, "id": "req-1", "object": "chat.completion", "created": 42, "model": "openai/gpt-4o",
+                "choices": [{"index": 0, "message": {"role": "assistant", "content": "hi \"there\""}, "finish_reason": "stop"}],
+                "usage": {"prompt_tokens": 7, "completion_tokens": 3, "total_tokens": 10, "input_tokens": 7, "output_tokens": 3},
+                "metadata": {
+                    "conversation_id": "conv-1", "index_used": "docs", "smltp_policy_used": "internal",
+                    "smltp_policy_source": "key", "smltp_policy_hash": "ab12", "prompt_shield_policy": {"mode": "block"},
+                    "served_model": "openai/gpt-4o", "requested_model": "openai/gpt-4o", "rag_enabled": true,
+                    "documents_retrieved": 2, "sources": [{"id": "d1"}],
+                    "failover": {"occurred": true, "attempts": [
+                        {"model": "openai/a", "status": "failed", "reason": "timeout", "latency_ms": 30, "message": "slow"},
+                        {"model": "openai/gpt-4o", "status": "success", "latency_ms": 12},
+                    ]},
+                    "smltp": {"bundle_id": "b-1", "receipt_url": "/api/receipts/b-1"},
+                },
+            })
+        );
+    }
+
+    #[test]
+    fn metadata_without_a_chain_or_receipt_leaves_those_keys_out() {
+        let mut m = meta(None);
+        m.smltp = None;
+        m.policy_hash = None;
+        let v = serde_json::to_value(m.view()).expect("serialises");
+        assert!(v.get("failover").is_none() && v.get("smltp").is_none(), "{v}");
+        assert_eq!(v["smltp_policy_hash"], Value::Null);
+    }
+
+    #[test]
+    fn frames_are_one_data_line_of_type_and_data() {
+        let f = chunk_frame("req-1", "openai/gpt-4o", "a\nb", None);
+        let json = f.strip_prefix("data: ").and_then(|s| s.strip_suffix("\n\n")).expect("one frame");
+        assert!(!json.contains('\n'), "a newline in content is escaped: {f:?}");
+        let v: Value = serde_json::from_str(json).expect("JSON");
+        assert_eq!(
+            v,
+            json!({"type": "chunk", "data": {"id": "req-1", "object": "chat.completion.chunk", "model": "openai/gpt-4o",
+                "choices": [{"index": 0, "delta": {"role": "assistant", "content": "a\nb"}, "finish_reason": null}]}})
+        );
+        let opening: Value =
+            serde_json::from_str(metadata_frame("req-1", 42, &meta(None)).trim_start_matches("data: ").trim_end()).expect("JSON");
+        assert_eq!(opening["type"], "metadata");
+        assert_eq!(opening["data"]["metadata"]["index_used"], "docs");
+        assert_eq!(opening["data"]["created"], 42);
+    }
 }
