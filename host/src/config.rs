@@ -128,6 +128,9 @@ pub struct ServerConfig {
     /// Time an authenticated client has to send the whole body once the
     /// headers are in; a slower one gets 408.
     pub body_read_timeout_ms: u64,
+    /// A connection that carries nothing for this long is closed (after the
+    /// answer to a request still running). Like nginx's `keepalive_timeout`.
+    pub keep_alive_timeout_ms: u64,
     /// On SIGTERM/SIGINT, how long in-flight requests may take to finish.
     pub shutdown_grace_ms: u64,
 }
@@ -138,6 +141,7 @@ impl Default for ServerConfig {
             max_body_bytes: 2 * 1024 * 1024,
             header_read_timeout_ms: 30_000,
             body_read_timeout_ms: 30_000,
+            keep_alive_timeout_ms: 75_000,
             shutdown_grace_ms: 30_000,
         }
     }
@@ -438,8 +442,10 @@ impl Config {
                 return Err(format!("{what}: limits must be at least 1"));
             }
         }
-        if self.server.header_read_timeout_ms == 0 || self.server.body_read_timeout_ms == 0 {
-            return Err("server.header_read_timeout_ms, server.body_read_timeout_ms: must be at least 1".into());
+        if self.server.header_read_timeout_ms == 0 || self.server.body_read_timeout_ms == 0 || self.server.keep_alive_timeout_ms == 0 {
+            return Err(
+                "server.header_read_timeout_ms, server.body_read_timeout_ms, server.keep_alive_timeout_ms: must be at least 1".into()
+            );
         }
         if self.server.max_body_bytes < 300 * 1024 {
             return Err("server.max_body_bytes: must be at least 307200 so a 256 KB message fits".into());

@@ -11,6 +11,8 @@ use crate::bootstrap::{self, Bootstrap};
 use crate::config::Config;
 use crate::store::redb::RedbStore;
 
+mod idle;
+
 /// Run the server until SIGTERM or SIGINT, then drain and flush.
 pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> anyhow::Result<()> {
     let started = Instant::now();
@@ -66,8 +68,7 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> any
     let router = crate::api::routes::router(app.clone());
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-    let header_timeout = Duration::from_millis(app.config().server.header_read_timeout_ms);
-    let server = tokio::spawn(serve(listener, router, header_timeout, stop_rx));
+    let server = tokio::spawn(serve(listener, router, app.clone(), stop_rx));
     // Tests and scripts read this line to find the port.
     println!("gatehouse listening on http://{addr}");
     tracing::info!(%addr, startup_ms = started.elapsed().as_millis() as u64, "gatehouse is serving");
@@ -91,16 +92,14 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> any
 /// hyper's own connection builder rather than `axum::serve`, because a client
 /// that trickles its request line and headers (slowloris) must be cut off:
 /// `header_read_timeout` closes such an HTTP/1 connection. The body has its
-/// own deadline (`api::body`); header floods are refused by hyper's limits
-/// (100 headers, 64 KiB of head) with 431 or a closed connection.
-async fn serve(listener: TcpListener, router: axum::Router, header_timeout: Duration, mut stop: tokio::sync::watch::Receiver<bool>) {
-    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
-    use hyper_util::server::conn::auto::Builder;
-
-    let mut builder = Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new()).header_read_timeout(header_timeout).max_buf_size(HEAD_BUFFER_BYTES);
-    builder.http2().timer(TokioTimer::new());
-    let graceful = hyper_util::server::graceful::GracefulShutdown::new();
+/// own deadline (`api::intake`); header floods are refused by hyper's limits
+/// (100 headers, 64 KiB of head) with 431 or a closed connection. A
+/// connection with no traffic for `keep_alive_timeout_ms` is shut down
+/// gracefully (a request still running is answered first). The timeouts are
+/// read per connection, so a config reload applies to the next ones.
+async fn serve(listener: TcpListener, router: axum::Router, app: AppState, mut stop: tokio::sync::watch::Receiver<bool>) {
+    // Every connection task holds a sender; the channel closes when the last one ends.
+    let (alive, mut all_closed) = tokio::sync::mpsc::channel::<()>(1);
     let stop_conn = stop.clone();
     let stopped = async move {
         let _ = stop.wait_for(|s| *s).await;
@@ -118,26 +117,74 @@ async fn serve(listener: TcpListener, router: axum::Router, header_timeout: Dura
             () = &mut stopped => break,
         };
         let _ = stream.set_nodelay(true);
-        let service = hyper_util::service::TowerToHyperService::new(router.clone());
-        let builder = builder.clone();
-        let watcher = graceful.watcher();
-        let mut stop = stop_conn.clone();
-        tokio::spawn(async move {
-            // hyper's header timer starts with the first byte; a connection
-            // that never sends one is closed after the same timeout (or at shutdown).
-            let mut first = [0u8; 1];
-            tokio::select! {
-                got = tokio::time::timeout(header_timeout, stream.peek(&mut first)) => if got.is_err() { return },
-                _ = stop.wait_for(|s| *s) => return,
+        let timeouts = {
+            let cfg = app.config();
+            Timeouts {
+                header: Duration::from_millis(cfg.server.header_read_timeout_ms),
+                keep_alive: Duration::from_millis(cfg.server.keep_alive_timeout_ms),
             }
-            let conn = builder.serve_connection_with_upgrades(TokioIo::new(stream), service);
-            if let Err(e) = watcher.watch(conn.into_owned()).await {
-                tracing::debug!(error = %e, "connection ended with an error");
-            }
-        });
+        };
+        tokio::spawn(connection(stream, router.clone(), timeouts, stop_conn.clone(), alive.clone()));
     }
     drop(listener);
-    graceful.shutdown().await;
+    drop(alive);
+    let _ = all_closed.recv().await;
+}
+
+#[derive(Clone, Copy)]
+struct Timeouts {
+    header: Duration,
+    keep_alive: Duration,
+}
+
+/// Serve one connection until the client closes it, it idles past the
+/// keep-alive timeout, or the server stops.
+async fn connection(
+    stream: tokio::net::TcpStream,
+    router: axum::Router,
+    timeouts: Timeouts,
+    mut stop: tokio::sync::watch::Receiver<bool>,
+    _alive: tokio::sync::mpsc::Sender<()>,
+) {
+    use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+    use hyper_util::server::conn::auto::Builder;
+
+    // hyper's header timer starts with the first byte; a connection that
+    // never sends one is closed after the same timeout (or at shutdown).
+    let mut first = [0u8; 1];
+    tokio::select! {
+        got = tokio::time::timeout(timeouts.header, stream.peek(&mut first)) => if got.is_err() { return },
+        _ = stop.wait_for(|s| *s) => return,
+    }
+    let mut builder = Builder::new(TokioExecutor::new());
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(timeouts.header).max_buf_size(HEAD_BUFFER_BYTES);
+    builder.http2().timer(TokioTimer::new());
+    let activity = Arc::new(idle::Activity::new());
+    let io = TokioIo::new(idle::Tracked::new(stream, activity.clone()));
+    let conn = builder.serve_connection_with_upgrades(io, hyper_util::service::TowerToHyperService::new(router));
+    tokio::pin!(conn);
+    let mut closing = false;
+    loop {
+        tokio::select! {
+            res = conn.as_mut() => {
+                if let Err(e) = res {
+                    tracing::debug!(error = %e, "connection ended with an error");
+                }
+                return;
+            }
+            _ = stop.wait_for(|s| *s), if !closing => {
+                conn.as_mut().graceful_shutdown();
+                closing = true;
+            }
+            () = tokio::time::sleep_until(activity.idle_deadline(timeouts.keep_alive)), if !closing => {
+                if activity.idle_for() >= timeouts.keep_alive {
+                    tracing::debug!(idle_ms = timeouts.keep_alive.as_millis() as u64, "closing an idle keep-alive connection");
+                    conn.as_mut().graceful_shutdown();
+                    closing = true;
+                }
+            }
+        }
+    }
 }
 
 /// Largest request line plus headers hyper buffers for one HTTP/1 request.

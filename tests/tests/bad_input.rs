@@ -245,3 +245,60 @@ async fn slow_clients_are_cut_off() {
     let v: Value = ok.json().await.expect("json");
     assert_eq!(v["success"], true);
 }
+
+/// A keep-alive connection that carries nothing for `keep_alive_timeout_ms`
+/// is closed; a request whose answer takes longer than that is still answered
+/// in full on its connection (then the connection closes).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn idle_keep_alive_connections_are_closed_but_slow_answers_are_not_cut() {
+    use gatehouse_tests::mock_upstream::MockUpstream;
+    use tokio::io::AsyncReadExt;
+
+    let mock = MockUpstream::start().await;
+    let s = Server::builder()
+        .toml("[server]\nkeep_alive_timeout_ms = 1000\n")
+        .toml(&format!(
+            "[providers.openai]\nplugin = \"provider-openai\"\nbase_url = \"{}\"\napi_key_env = \"MOCK_OPENAI_KEY\"\n\
+             models = [\"openai/slow-2500-a\"]\n",
+            mock.openai_base_url()
+        ))
+        .env("MOCK_OPENAI_KEY", "sk-upstream-openai-secret")
+        .start();
+    let addr = raw_http::addr_of(&s.base_url);
+
+    // Two requests on one keep-alive connection, then silence: closed after about a second.
+    let mut c = tokio::net::TcpStream::connect(&addr).await.expect("connect");
+    for _ in 0..2 {
+        let started = Instant::now();
+        c.write_all(b"GET /health HTTP/1.1\r\nHost: localhost\r\n\r\n").await.expect("request");
+        let r = raw_http::read_answer(&mut c, started, WITHIN).await;
+        assert_eq!(r.status, Some(200), "{r:?}");
+        tokio::time::sleep(Duration::from_millis(300)).await;
+    }
+    let quiet = Instant::now();
+    let mut byte = [0u8; 1];
+    let closed = tokio::time::timeout(Duration::from_secs(15), c.read(&mut byte)).await;
+    assert!(matches!(closed, Ok(Ok(0)) | Ok(Err(_))), "the idle connection was not closed: {closed:?}");
+    let after = quiet.elapsed();
+    assert!(after >= Duration::from_millis(500) && after < Duration::from_secs(10), "closed after {after:?} of silence");
+
+    // An answer that takes 2.5 s (longer than the timeout) arrives whole.
+    let body = br#"{"model":"openai/slow-2500-a","index":"Zero-Knowledge","messages":[{"role":"user","content":"hello"}]}"#;
+    let mut req = format!(
+        "POST /chat/completions HTTP/1.1\r\nHost: localhost\r\nAuthorization: Bearer {}\r\nContent-Type: application/json\r\n\
+         Content-Length: {}\r\n\r\n",
+        s.admin_key,
+        body.len()
+    )
+    .into_bytes();
+    req.extend_from_slice(body);
+    let mut c = tokio::net::TcpStream::connect(&addr).await.expect("connect");
+    let started = Instant::now();
+    c.write_all(&req).await.expect("request");
+    let r = raw_http::read_answer(&mut c, started, WITHIN).await;
+    assert_eq!(r.status, Some(200), "{r:?}");
+    assert!(r.elapsed >= Duration::from_millis(2500), "the mock answers after 2.5 s: {:?}", r.elapsed);
+    let v = r.json();
+    assert_eq!(v["success"], true, "{v}");
+    assert!(v["choices"][0]["message"]["content"].as_str().is_some_and(|t| !t.is_empty()), "{v}");
+}
