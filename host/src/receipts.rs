@@ -48,10 +48,58 @@ pub struct SignedReceipt {
     pub signature: String,
 }
 
-/// The canonical bytes a signature covers.
+/// The canonical bytes a signature covers: the receipt's JSON with its keys
+/// sorted and no spaces (what `json.dumps(r, sort_keys=True,
+/// separators=(",", ":"), ensure_ascii=False)` prints).
 pub fn canonical(receipt: &Receipt) -> Vec<u8> {
-    // serde_json's map is ordered by key, so going through Value sorts the keys.
-    serde_json::to_value(receipt).and_then(|v| serde_json::to_vec(&v)).unwrap_or_default()
+    /// The receipt's fields in sorted order, serialised directly (no `Value` tree per request).
+    #[derive(Serialize)]
+    struct Sorted<'a> {
+        bundle_id: &'a str,
+        completed_at: &'a str,
+        created_at: &'a str,
+        key_id: &'a str,
+        policy: &'a str,
+        policy_hash: Option<&'a str>,
+        request_hash: &'a str,
+        request_id: &'a str,
+        requested_model: &'a str,
+        response_hash: &'a str,
+        served_model: &'a str,
+        shield_verdict: &'a str,
+        signing_key_id: &'a str,
+    }
+    let Receipt {
+        bundle_id,
+        request_id,
+        request_hash,
+        response_hash,
+        policy,
+        policy_hash,
+        shield_verdict,
+        requested_model,
+        served_model,
+        key_id,
+        created_at,
+        completed_at,
+        signing_key_id,
+    } = receipt;
+    serde_json::to_vec(&Sorted {
+        bundle_id,
+        completed_at,
+        created_at,
+        key_id,
+        policy,
+        policy_hash: policy_hash.as_deref(),
+        request_hash,
+        request_id,
+        requested_model,
+        response_hash,
+        served_model,
+        shield_verdict,
+        signing_key_id,
+    })
+    .unwrap_or_default()
 }
 
 pub fn sha256_hex(bytes: &[u8]) -> String {
@@ -159,6 +207,19 @@ mod tests {
             completed_at: "2026-11-23T00:00:01.000Z".into(),
             signing_key_id: String::new(),
         }
+    }
+
+    #[test]
+    fn canonical_bytes_are_the_receipt_with_sorted_keys() {
+        let mut r = receipt();
+        r.policy_hash = Some("ab\"c".into());
+        r.served_model = "é/ü".into();
+        // serde_json's map sorts keys: the reference form, as verifiers compute it.
+        let reference = serde_json::to_vec(&serde_json::to_value(&r).expect("value")).expect("bytes");
+        assert_eq!(String::from_utf8(canonical(&r)).expect("utf8"), String::from_utf8(reference).expect("utf8"));
+        r.policy_hash = None;
+        let reference = serde_json::to_vec(&serde_json::to_value(&r).expect("value")).expect("bytes");
+        assert_eq!(canonical(&r), reference);
     }
 
     #[test]

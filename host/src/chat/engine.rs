@@ -40,7 +40,7 @@ pub async fn complete(
 ) -> Result<Completion, AttemptError> {
     let http = resolved.adapter.build_request(&resolved.target, entry.model.name(), req)?;
     let work = async {
-        let resp = transport.send(&http).await?;
+        let resp = transport.send(http).await?;
         let body = transport.read_all(resp.body).await?;
         resolved.adapter.parse_response(&resolved.target, resp.status, &body)
     };
@@ -72,7 +72,7 @@ pub async fn open_stream(
 ) -> Result<OpenStream, AttemptError> {
     let http = resolved.adapter.build_request(&resolved.target, entry.model.name(), req)?;
     let deadline = tokio::time::Instant::now() + entry.first_token_timeout;
-    let resp = tokio::time::timeout_at(deadline, transport.send(&http))
+    let resp = tokio::time::timeout_at(deadline, transport.send(http))
         .await
         .map_err(|_| timed_out("no first token", entry.first_token_timeout))??;
     if !(200..300).contains(&resp.status) {

@@ -51,9 +51,9 @@ impl Transport {
     /// Send a request described by a provider adapter. Connection failures are
     /// `server_error`s. The caller applies its deadlines around this call and
     /// around reading the body.
-    pub async fn send(&self, req: &HttpRequestDesc) -> Result<UpstreamResponse, AttemptError> {
+    pub async fn send(&self, req: HttpRequestDesc) -> Result<UpstreamResponse, AttemptError> {
         if req.url.starts_with("echo://") {
-            return Ok(crate::wasm::echo::respond(req));
+            return Ok(crate::wasm::echo::respond(&req));
         }
         let method = reqwest::Method::from_bytes(req.method.as_bytes())
             .map_err(|_| AttemptError::new(Trigger::ServerError, format!("adapter produced an invalid method {}", req.method)))?;
@@ -63,10 +63,10 @@ impl Transport {
             return Err(AttemptError::new(Trigger::ServerError, "adapter produced a non-HTTP URL"));
         }
         let mut rb = self.client.request(method, url);
-        for (k, v) in &req.headers {
+        for (k, v) in req.headers {
             rb = rb.header(k, v);
         }
-        let resp = rb.body(req.body.clone()).send().await.map_err(|e| {
+        let resp = rb.body(req.body).send().await.map_err(|e| {
             let what = if e.is_connect() {
                 "could not connect to the upstream"
             } else if e.is_timeout() {
