@@ -38,6 +38,8 @@ pub struct Shared {
     pub targets: Arc<ArcSwap<Targets>>,
     pub store: Arc<dyn Store>,
     pub limiter: Arc<Limiter>,
+    /// Failed authentication by client address (metric, burst audit records).
+    pub auth_failures: Arc<crate::auth::failures::FailureWatch>,
     pub transport: Transport,
     pub breakers: Arc<Breakers>,
     pub adapters: Arc<dyn AdapterSource>,

@@ -80,6 +80,7 @@ pub struct Metrics {
     pub webhook_queue_depth: Gauge,
     pub webhook_deliveries: Family<OutcomeLabel, Counter>,
     pub rate_limit_hits: Family<LimitLabel, Counter>,
+    pub auth_failures: Family<ReasonLabel, Counter>,
     pub retrieval_duration: Family<IndexLabel, Histogram>,
     pub retrieval_failures: Family<IndexLabel, Counter>,
     pub store_commits: Counter,
@@ -101,6 +102,7 @@ impl Metrics {
         let webhook_queue_depth = Gauge::default();
         let webhook_deliveries = Family::<OutcomeLabel, Counter>::default();
         let rate_limit_hits = Family::<LimitLabel, Counter>::default();
+        let auth_failures = Family::<ReasonLabel, Counter>::default();
         let retrieval_duration = Family::<IndexLabel, Histogram>::new_with_constructor(|| Histogram::new(latency_buckets()) as Histogram);
         let retrieval_failures = Family::<IndexLabel, Counter>::default();
         let store_commits = Counter::default();
@@ -124,6 +126,11 @@ impl Metrics {
         registry.register("webhook_queue_depth", "Webhook deliveries waiting", webhook_queue_depth.clone());
         registry.register("webhook_deliveries", "Webhook delivery outcomes", webhook_deliveries.clone());
         registry.register("rate_limit_hits", "Requests rejected by a rate limit or quota", rate_limit_hits.clone());
+        registry.register(
+            "auth_failures",
+            "Requests refused for a missing, malformed, invalid or revoked API key, by reason",
+            auth_failures.clone(),
+        );
         registry.register("retrieval_duration_seconds", "Knowledge-base retrieval time by index", retrieval_duration.clone());
         registry.register("retrieval_failures", "Retrievals that failed, by index", retrieval_failures.clone());
         registry.register("store_commits", "Group commits of the store (each one fsync when writes are durable)", store_commits.clone());
@@ -145,6 +152,7 @@ impl Metrics {
             webhook_queue_depth,
             webhook_deliveries,
             rate_limit_hits,
+            auth_failures,
             retrieval_duration,
             retrieval_failures,
             store_commits,

@@ -50,6 +50,7 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> any
         plugins: plugins.clone(),
         targets: Arc::new(ArcSwap::from_pointee(targets)),
         limiter: Arc::new(crate::auth::limits::Limiter::new(store_dyn.clone())),
+        auth_failures: crate::auth::failures::FailureWatch::start(store_dyn.clone()),
         store: store_dyn,
         transport,
         breakers: Arc::new(breakers),
@@ -131,6 +132,10 @@ async fn serve(listener: TcpListener, router: axum::Router, app: AppState, mut s
     let _ = all_closed.recv().await;
 }
 
+/// The address a request's connection came from (`None` when the socket could not say).
+#[derive(Debug, Clone, Copy)]
+pub struct ClientAddr(pub Option<std::net::IpAddr>);
+
 #[derive(Clone, Copy)]
 struct Timeouts {
     header: Duration,
@@ -159,9 +164,16 @@ async fn connection(
     let mut builder = Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new()).header_read_timeout(timeouts.header).max_buf_size(HEAD_BUFFER_BYTES);
     builder.http2().timer(TokioTimer::new());
+    let stream_peer = stream.peer_addr().ok().map(|a| a.ip());
     let activity = Arc::new(idle::Activity::new());
     let io = TokioIo::new(idle::Tracked::new(stream, activity.clone()));
-    let conn = builder.serve_connection_with_upgrades(io, hyper_util::service::TowerToHyperService::new(router));
+    // The client's address, for the failed-authentication watch.
+    let peer = stream_peer;
+    let service = tower::ServiceExt::map_request(router, move |mut req: axum::http::Request<hyper::body::Incoming>| {
+        req.extensions_mut().insert(ClientAddr(peer));
+        req
+    });
+    let conn = builder.serve_connection_with_upgrades(io, hyper_util::service::TowerToHyperService::new(service));
     tokio::pin!(conn);
     let mut closing = false;
     loop {

@@ -219,3 +219,59 @@ async fn audit_chain_verification_catches_an_edited_record() {
     assert!(!out.status.success(), "tampering not detected: {stdout}");
     assert!(stdout.contains("\"ok\": false") || !stderr.trim().is_empty(), "{stdout}{stderr}");
 }
+
+/// A burst of failed authentication from one address is one `authentication`
+/// audit record per minute (not one per request), never carries the keys that
+/// were tried, and every failure is counted in the metrics.
+#[tokio::test]
+async fn failed_authentication_bursts_are_audited_once_per_window() {
+    let s = Server::start();
+    let wrong = "sk-this-key-was-never-issued-0123456789abcdef";
+    let (_, revoked_id, revoked) = {
+        let (uid, secret, kid) = s.create_key(json!({})).await;
+        let r = s.admin(Method::POST, &format!("/api/admin/keys/{kid}/revoke")).send().await.expect("revoke");
+        assert!(r.status().is_success(), "{}", r.status());
+        (uid, kid, secret)
+    };
+    for i in 0..40 {
+        let key = if i == 3 { revoked.as_str() } else { wrong };
+        let r = s.client.get(s.url("/api/admin/users")).bearer_auth(key).send().await.expect("send");
+        assert_eq!(r.status(), 401);
+    }
+    let r = s.client.post(s.url("/chat/completions")).send().await.expect("send");
+    assert_eq!(r.status(), 401);
+
+    // The record is appended in the background.
+    let mut logs = Vec::new();
+    for _ in 0..50 {
+        let (st, v) = get(&s, "/audit-logs?type=authentication").await;
+        assert_eq!(st, 200, "{v}");
+        logs = v["data"]["logs"].as_array().cloned().unwrap_or_default();
+        if !logs.is_empty() {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(logs.len(), 1, "one record for the burst: {logs:?}");
+    let rec = &logs[0];
+    let text = rec.to_string();
+    assert!(!text.contains(wrong) && !text.contains(&revoked), "a tried key leaked into the audit log: {text}");
+    assert_eq!(rec["metadata"]["operation"], "auth_failure_burst", "{rec}");
+    assert_eq!(rec["metadata"]["clientAddress"], "127.0.0.1", "{rec}");
+    assert_eq!(rec["metadata"]["reasons"], json!({"invalid": 9, "revoked": 1}), "{rec}");
+    assert_eq!(rec["metadata"]["revokedKeyIds"], json!([revoked_id]), "{rec}");
+    assert_eq!(rec["metadata"]["paths"], json!(["/api/admin/users"]), "{rec}");
+    assert!(!s.log().contains(wrong), "a tried key leaked into the server log");
+
+    let metrics = s.admin(Method::GET, "/metrics").send().await.expect("metrics").text().await.expect("text");
+    let count = |reason: &str| {
+        metrics
+            .lines()
+            .find(|l| l.starts_with(&format!("gatehouse_auth_failures_total{{reason=\"{reason}\"}}")))
+            .and_then(|l| l.split_whitespace().last())
+            .and_then(|n| n.parse::<u64>().ok())
+    };
+    assert_eq!(count("invalid"), Some(39), "{metrics}");
+    assert_eq!(count("revoked"), Some(1));
+    assert_eq!(count("missing"), Some(1));
+}

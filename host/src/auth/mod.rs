@@ -3,6 +3,7 @@
 //! extractors, so a handler that forgets auth does not compile, and one whose
 //! route was wrongly listed as public fails closed (401).
 
+pub mod failures;
 pub mod keys;
 pub mod limits;
 
@@ -44,14 +45,19 @@ pub async fn layer(State(app): State<AppState>, mut req: Request, next: Next) ->
         return next.run(req).await;
     }
     let format = ErrorFormat::for_path(&path);
+    let client = req.extensions().get::<crate::server::ClientAddr>().and_then(|c| c.0);
+    let refuse = |reason: failures::Reason, revoked: Option<&str>, message: &str| {
+        app.auth_failures.record(client, reason, &path, revoked);
+        format.unauthorized(message)
+    };
     let Some(header) = req.headers().get(axum::http::header::AUTHORIZATION) else {
-        return format.unauthorized("missing API key: send `Authorization: Bearer sk-…`");
+        return refuse(failures::Reason::Missing, None, "missing API key: send `Authorization: Bearer sk-…`");
     };
     let Some(token) = header.to_str().ok().and_then(keys::bearer_token) else {
-        return format.unauthorized("malformed Authorization header: use `Bearer sk-…`");
+        return refuse(failures::Reason::Malformed, None, "malformed Authorization header: use `Bearer sk-…`");
     };
     if !token.starts_with(keys::KEY_PREFIX) {
-        return format.unauthorized("invalid API key: keys start with `sk-`");
+        return refuse(failures::Reason::Invalid, None, "invalid API key: keys start with `sk-`");
     }
     let hash = KeyHash::of(token);
     match app.store.find_key_by_hash(&hash) {
@@ -59,8 +65,8 @@ pub async fn layer(State(app): State<AppState>, mut req: Request, next: Next) ->
             req.extensions_mut().insert(AuthContext { key });
             next.run(req).await
         }
-        Ok(Some(_)) => format.unauthorized("this API key has been revoked"),
-        Ok(None) => format.unauthorized("invalid API key"),
+        Ok(Some(key)) => refuse(failures::Reason::Revoked, Some(&key.id), "this API key has been revoked"),
+        Ok(None) => refuse(failures::Reason::Invalid, None, "invalid API key"),
         Err(e) => {
             tracing::error!(error = %e, "key lookup failed");
             match format {
