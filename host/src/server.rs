@@ -132,10 +132,6 @@ async fn serve(listener: TcpListener, router: axum::Router, app: AppState, mut s
     let _ = all_closed.recv().await;
 }
 
-/// The address a request's connection came from (`None` when the socket could not say).
-#[derive(Debug, Clone, Copy)]
-pub struct ClientAddr(pub Option<std::net::IpAddr>);
-
 #[derive(Clone, Copy)]
 struct Timeouts {
     header: Duration,
@@ -164,13 +160,12 @@ async fn connection(
     let mut builder = Builder::new(TokioExecutor::new());
     builder.http1().timer(TokioTimer::new()).header_read_timeout(timeouts.header).max_buf_size(HEAD_BUFFER_BYTES);
     builder.http2().timer(TokioTimer::new());
-    let stream_peer = stream.peer_addr().ok().map(|a| a.ip());
+    // The client's address, for the failed-authentication watch.
+    let peer = stream.peer_addr().ok().map(|a| a.ip());
     let activity = Arc::new(idle::Activity::new());
     let io = TokioIo::new(idle::Tracked::new(stream, activity.clone()));
-    // The client's address, for the failed-authentication watch.
-    let peer = stream_peer;
     let service = tower::ServiceExt::map_request(router, move |mut req: axum::http::Request<hyper::body::Incoming>| {
-        req.extensions_mut().insert(ClientAddr(peer));
+        req.extensions_mut().insert(crate::auth::failures::ClientAddr(peer));
         req
     });
     let conn = builder.serve_connection_with_upgrades(io, hyper_util::service::TowerToHyperService::new(service));

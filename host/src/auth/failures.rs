@@ -30,6 +30,11 @@ const MAX_ADDRESSES: usize = 16_384;
 /// Paths remembered per window for the record.
 const MAX_PATHS: usize = 5;
 
+/// The address a request's connection came from (`None` when the socket
+/// could not say), put in the request's extensions by the server.
+#[derive(Debug, Clone, Copy)]
+pub struct ClientAddr(pub Option<IpAddr>);
+
 /// Why a request was not authenticated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reason {

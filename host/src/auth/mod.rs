@@ -45,7 +45,7 @@ pub async fn layer(State(app): State<AppState>, mut req: Request, next: Next) ->
         return next.run(req).await;
     }
     let format = ErrorFormat::for_path(&path);
-    let client = req.extensions().get::<crate::server::ClientAddr>().and_then(|c| c.0);
+    let client = req.extensions().get::<failures::ClientAddr>().and_then(|c| c.0);
     let refuse = |reason: failures::Reason, revoked: Option<&str>, message: &str| {
         app.auth_failures.record(client, reason, &path, revoked);
         format.unauthorized(message)
