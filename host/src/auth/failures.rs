@@ -127,10 +127,11 @@ impl FailureWatch {
             if w.paths.len() < MAX_PATHS && !w.paths.iter().any(|p| p == path) {
                 w.paths.push(path.chars().take(200).collect());
             }
-            if let Some(id) = revoked_key {
-                if w.revoked_keys.len() < MAX_PATHS && !w.revoked_keys.iter().any(|k| k == id) {
-                    w.revoked_keys.push(id.to_owned());
-                }
+            if let Some(id) = revoked_key
+                && w.revoked_keys.len() < MAX_PATHS
+                && !w.revoked_keys.iter().any(|k| k == id)
+            {
+                w.revoked_keys.push(id.to_owned());
             }
             (w.count == BURST).then(|| burst_record(addr, w))
         };
