@@ -110,16 +110,6 @@ impl Usage {
     pub fn total(&self) -> u64 {
         self.prompt_tokens + self.completion_tokens
     }
-
-    pub fn to_json(self) -> serde_json::Value {
-        serde_json::json!({
-            "prompt_tokens": self.prompt_tokens,
-            "completion_tokens": self.completion_tokens,
-            "total_tokens": self.total(),
-            "input_tokens": self.prompt_tokens,
-            "output_tokens": self.completion_tokens,
-        })
-    }
 }
 
 /// Rough token count when the upstream reports none: one token per four
