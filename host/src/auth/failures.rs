@@ -38,10 +38,10 @@ pub struct ClientAddr(pub Option<IpAddr>);
 /// Why a request was not authenticated.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Reason {
-    Missing,
-    Malformed,
-    Invalid,
-    Revoked,
+    Missing = 0,
+    Malformed = 1,
+    Invalid = 2,
+    Revoked = 3,
 }
 
 impl Reason {
@@ -54,6 +54,7 @@ impl Reason {
         }
     }
 
+    /// In discriminant order: `ALL[r as usize] == r`, the index of a window's count.
     const ALL: [Reason; 4] = [Reason::Missing, Reason::Malformed, Reason::Invalid, Reason::Revoked];
 }
 
@@ -123,7 +124,7 @@ impl FailureWatch {
                 *w = Window::new(now);
             }
             w.count += 1;
-            w.by_reason[Reason::ALL.iter().position(|r| *r == reason).unwrap_or(0)] += 1;
+            w.by_reason[reason as usize] += 1;
             if w.paths.len() < MAX_PATHS && !w.paths.iter().any(|p| p == path) {
                 w.paths.push(path.chars().take(200).collect());
             }
