@@ -222,6 +222,59 @@ async fn the_echo_provider_answers_through_the_host_echo_transport() {
     assert_eq!(streamed_usage.expect("usage").completion_tokens, 4);
 }
 
+/// A provider session makes an attempt's calls on one instance (the stream's
+/// events included), counts each call, gives its slot back when dropped, is
+/// never given more than its share of the pool, and after a fault goes on
+/// with fresh instances.
+#[test]
+fn a_provider_session_serves_an_attempt_on_one_instance_within_its_share_of_the_pool() {
+    use gatehouse::wasm::PROVIDER_SESSIONS;
+    use gatehouse::wasm::plugin::provider_sessions_held;
+    let data = tempfile::tempdir().expect("tmp");
+    install(plugins::BAD_TRAP, &data.path().join("plugins"), "trap.wasm");
+    let (rt, _) = start(data.path(), &config(500, 32));
+    let echo = provider(&rt, "provider-echo");
+
+    // Build, then parse, on one instance: the same answers as per-call instances.
+    let calls_before = echo.summary().calls;
+    let mut session = echo.provider_session().expect("session");
+    assert!(!session.holds_instance(), "nothing is instantiated before the first call");
+    let http = session.build_request(&upstream(), &chat("one instance", false)).expect("call").expect("request");
+    assert!(session.holds_instance(), "the first call keeps its instance");
+    let resp = gatehouse::wasm::echo::respond(&desc(http));
+    let body = futures::executor::block_on(resp.body.map(|c| c.expect("chunk").to_vec()).concat());
+    let c = session.parse_response(&upstream(), 200, &String::from_utf8(body).expect("utf-8")).expect("call").expect("completion");
+    assert_eq!(c.content, "Echo: one instance");
+    assert_eq!(ask(&echo, "one instance").expect("per-call").0, c.content);
+    assert_eq!(echo.summary().calls, calls_before + 4, "every call counted, the session's two and ask's two");
+    assert!(provider_sessions_held() >= 1);
+    drop(session);
+
+    // More sessions at once than the share: the extra ones call on fresh
+    // instances, and every call answers.
+    let mut sessions: Vec<_> = (0..PROVIDER_SESSIONS as usize + 8).map(|_| echo.provider_session().expect("session")).collect();
+    for s in &mut sessions {
+        let http = s.build_request(&upstream(), &chat("many", false)).expect("call").expect("request");
+        assert!(http.body.contains("many"));
+        assert!(provider_sessions_held() <= PROVIDER_SESSIONS as u64, "never more than the share");
+    }
+    let holding = sessions.iter().filter(|s| s.holds_instance()).count();
+    assert!(holding <= PROVIDER_SESSIONS as usize && holding < sessions.len(), "{holding} of {} hold an instance", sessions.len());
+    // Instances held by every session of the share still leave the pool room for per-call work.
+    assert_eq!(ask(&provider(&rt, "provider-echo"), "still room").expect("echo").0, "Echo: still room");
+    drop(sessions);
+
+    // A fault drops the session's instance; the attempt's later calls get fresh ones.
+    let bad = provider(&rt, "bad-trap");
+    let mut session = bad.provider_session().expect("session");
+    assert!(matches!(session.build_request(&upstream(), &chat("hi", false)), Err(PluginError::Trap { .. })));
+    assert!(!session.holds_instance(), "a faulted instance is not kept");
+    assert!(session.parse_response(&upstream(), 200, "fine").expect("call").is_ok(), "the next call works on a fresh instance");
+    // A session of a plugin of another world is refused.
+    let shield = rt.snapshot().of_kind("prompt-shield", Kind::Shield).expect("prompt-shield");
+    assert!(matches!(shield.provider_session(), Err(PluginError::Failed { .. })));
+}
+
 /// Call `f` while another thread keeps calling the echo provider; return
 /// `f`'s result, how long it took, and how many echo calls succeeded meanwhile.
 fn while_echo_runs<R>(rt: &PluginRuntime, f: impl FnOnce() -> R) -> (R, Duration, usize) {

@@ -14,10 +14,19 @@ use super::types::{AttemptError, ChainEntry, Completion, HttpRequestDesc, Normal
 /// A provider adapter as the chat path sees it. Implemented over the plugin
 /// runtime's provider components; a plugin fault is a `server_error`.
 pub trait ProviderAdapter: Send + Sync {
+    /// The calls of one attempt. Over plugins they share one instance (one
+    /// instantiation per attempt, not per call) while the runtime has a
+    /// session slot free.
+    fn attempt(&self) -> Result<Box<dyn AttemptCalls>, AttemptError>;
+}
+
+/// The adapter calls of one attempt: build the request, then parse the whole
+/// answer or each stream event.
+pub trait AttemptCalls: Send {
     /// `model` is the model name without the provider prefix.
-    fn build_request(&self, up: &UpstreamTarget, model: &str, req: &NormalizedRequest) -> Result<HttpRequestDesc, AttemptError>;
-    fn parse_response(&self, up: &UpstreamTarget, status: u16, body: &str) -> Result<Completion, AttemptError>;
-    fn parse_stream_event(&self, up: &UpstreamTarget, state: &str, event: &SseEvent) -> Result<StreamPiece, AttemptError>;
+    fn build_request(&mut self, up: &UpstreamTarget, model: &str, req: &NormalizedRequest) -> Result<HttpRequestDesc, AttemptError>;
+    fn parse_response(&mut self, up: &UpstreamTarget, status: u16, body: &str) -> Result<Completion, AttemptError>;
+    fn parse_stream_event(&mut self, up: &UpstreamTarget, state: &str, event: &SseEvent) -> Result<StreamPiece, AttemptError>;
 }
 
 /// A model resolved to its provider entry and adapter.
@@ -38,11 +47,12 @@ pub async fn complete(
     entry: &ChainEntry,
     req: &NormalizedRequest,
 ) -> Result<Completion, AttemptError> {
-    let http = resolved.adapter.build_request(&resolved.target, entry.model.name(), req)?;
+    let mut calls = resolved.adapter.attempt()?;
+    let http = calls.build_request(&resolved.target, entry.model.name(), req)?;
     let work = async {
         let resp = transport.send(http).await?;
         let body = transport.read_all(resp.body).await?;
-        resolved.adapter.parse_response(&resolved.target, resp.status, &body)
+        calls.parse_response(&resolved.target, resp.status, &body)
     };
     tokio::time::timeout(entry.timeout, work).await.map_err(|_| timed_out("no complete answer", entry.timeout))?
 }
@@ -50,6 +60,8 @@ pub async fn complete(
 /// A stream that has produced its first token.
 pub struct OpenStream {
     pub resolved: Resolved,
+    /// The attempt's adapter calls: every event is parsed on them.
+    calls: Box<dyn AttemptCalls>,
     body: ByteStream,
     decoder: SseDecoder,
     state: String,
@@ -70,7 +82,8 @@ pub async fn open_stream(
     entry: &ChainEntry,
     req: &NormalizedRequest,
 ) -> Result<OpenStream, AttemptError> {
-    let http = resolved.adapter.build_request(&resolved.target, entry.model.name(), req)?;
+    let mut calls = resolved.adapter.attempt()?;
+    let http = calls.build_request(&resolved.target, entry.model.name(), req)?;
     let deadline = tokio::time::Instant::now() + entry.first_token_timeout;
     let resp = tokio::time::timeout_at(deadline, transport.send(http))
         .await
@@ -79,13 +92,14 @@ pub async fn open_stream(
         let body = tokio::time::timeout_at(deadline, transport.read_all(resp.body))
             .await
             .map_err(|_| timed_out("no first token", entry.first_token_timeout))??;
-        return Err(match resolved.adapter.parse_response(&resolved.target, resp.status, &body) {
+        return Err(match calls.parse_response(&resolved.target, resp.status, &body) {
             Err(e) => e,
             Ok(_) => AttemptError::new(Trigger::ServerError, format!("upstream answered status {} to a stream request", resp.status)),
         });
     }
     let mut open = OpenStream {
         resolved: resolved.clone(),
+        calls,
         body: resp.body,
         decoder: SseDecoder::new(),
         state: String::new(),
@@ -123,7 +137,7 @@ impl OpenStream {
                 return Ok(None);
             }
             if let Some(ev) = self.queued.pop_front() {
-                let piece = self.resolved.adapter.parse_stream_event(&self.resolved.target, &self.state, &ev)?;
+                let piece = self.calls.parse_stream_event(&self.resolved.target, &self.state, &ev)?;
                 self.state.clone_from(&piece.state);
                 if piece.done {
                     self.finished = true;

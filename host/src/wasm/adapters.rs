@@ -5,9 +5,9 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use super::plugin::{PluginError, policy_calls as pc, provider_calls as pv, shield_calls as sc};
+use super::plugin::{PluginError, ProviderSession, policy_calls as pc, provider_calls as pv, shield_calls as sc};
 use super::{Kind, Plugin, PluginRuntime, Registry};
-use crate::chat::engine::ProviderAdapter;
+use crate::chat::engine::{AttemptCalls, ProviderAdapter};
 use crate::chat::providers::{AdapterSet, AdapterSource};
 use crate::chat::security::{self, Action, Detector, PolicyDecision, PolicyEngine, PolicyInput, Stage, Strictness, Verdict};
 use crate::chat::sse::SseEvent;
@@ -79,7 +79,16 @@ fn upstream(t: &UpstreamTarget) -> pv::Upstream {
 pub struct ProviderPlugin(pub Arc<Plugin>);
 
 impl ProviderAdapter for ProviderPlugin {
-    fn build_request(&self, up: &UpstreamTarget, model: &str, req: &NormalizedRequest) -> Result<HttpRequestDesc, AttemptError> {
+    fn attempt(&self) -> Result<Box<dyn AttemptCalls>, AttemptError> {
+        Ok(Box::new(ProviderAttempt(self.0.provider_session().map_err(fault)?)))
+    }
+}
+
+/// One attempt's calls, on one provider instance while a session slot is free.
+struct ProviderAttempt(ProviderSession);
+
+impl AttemptCalls for ProviderAttempt {
+    fn build_request(&mut self, up: &UpstreamTarget, model: &str, req: &NormalizedRequest) -> Result<HttpRequestDesc, AttemptError> {
         let request = pv::ChatRequest {
             model: model.to_owned(),
             messages: req
@@ -110,12 +119,12 @@ impl ProviderAdapter for ProviderPlugin {
         })
     }
 
-    fn parse_response(&self, up: &UpstreamTarget, status: u16, body: &str) -> Result<Completion, AttemptError> {
+    fn parse_response(&mut self, up: &UpstreamTarget, status: u16, body: &str) -> Result<Completion, AttemptError> {
         let c = self.0.parse_response(&upstream(up), status, body).map_err(fault)?.map_err(provider_error)?;
         Ok(Completion { content: c.content, finish_reason: c.finish_reason, usage: c.usage.map(usage) })
     }
 
-    fn parse_stream_event(&self, up: &UpstreamTarget, state: &str, event: &SseEvent) -> Result<StreamPiece, AttemptError> {
+    fn parse_stream_event(&mut self, up: &UpstreamTarget, state: &str, event: &SseEvent) -> Result<StreamPiece, AttemptError> {
         let ev = pv::StreamEvent { event: event.event.clone(), data: event.data.clone() };
         let o = self.0.parse_stream_event(&upstream(up), state, &ev).map_err(fault)?.map_err(provider_error)?;
         Ok(StreamPiece { content: o.content, finish_reason: o.finish_reason, usage: o.usage.map(usage), done: o.done, state: o.state })

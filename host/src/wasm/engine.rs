@@ -9,6 +9,10 @@ use super::config::PluginsConfig;
 
 /// Concurrent plugin instances (per-call stores) the pool holds.
 const POOL_INSTANCES: u32 = 256;
+/// Provider attempts that may hold an instance across the upstream wait
+/// (`plugin::ProviderSession`): half the pool, so per-call instances always
+/// have the other half.
+pub const PROVIDER_SESSIONS: u32 = POOL_INSTANCES / 2;
 /// Dirty linear-memory bytes a freed pool slot resets with `memset` and keeps
 /// resident (found with Linux's `PAGEMAP_SCAN`), instead of `madvise`: the
 /// next call in that slot then takes no page faults. A call touches a few

@@ -34,6 +34,7 @@ use std::time::Duration;
 use arc_swap::ArcSwap;
 
 pub use config::{PluginSettings, PluginsConfig};
+pub use engine::PROVIDER_SESSIONS;
 pub use plugin::{Kind, Plugin, PluginError, PluginSummary, Source};
 
 mod bundled {
