@@ -4,10 +4,16 @@
 //! gateway's Ed25519 key (kept in `<data_dir>/receipt-signing.key`, created
 //! on first start, readable by the owner only).
 //!
-//! The signature covers the receipt's canonical JSON (keys sorted, no
-//! spaces) exactly as `GET /api/receipts/{bundle_id}` returns it under
-//! `receipt`; `GET /api/receipts/public-key` publishes the key. The README
-//! shows how to verify a receipt offline.
+//! Receipts are signed by the store's writer when they are committed, one
+//! signature per group commit: the receipts of one commit are the leaves of a
+//! Merkle tree (SHA-256, RFC 6962's `0x00` leaf and `0x01` node prefixes), the
+//! signature covers `gatehouse-receipts-v1:<hex root>`, and each receipt
+//! carries its path to the root under `batch`. A receipt committed alone has
+//! no `batch`: its signature covers its canonical JSON (keys sorted, no
+//! spaces) directly, the form receipts had before batching. Either way the
+//! receipt is signed before it is durable, so a stored receipt changed later
+//! no longer verifies. `GET /api/receipts/public-key` publishes the key; the
+//! README shows how to verify offline.
 
 use std::path::Path;
 
@@ -44,8 +50,91 @@ pub struct Receipt {
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct SignedReceipt {
     pub receipt: Receipt,
-    /// Base64 (standard) Ed25519 signature over the receipt's canonical JSON.
+    /// Base64 (standard) Ed25519 signature: over the receipt's canonical JSON,
+    /// or, with `batch`, over [`BATCH_DOMAIN`] followed by the hex root.
     pub signature: String,
+    /// The receipt's place in the batch the signature covers; absent for a
+    /// receipt signed alone.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub batch: Option<BatchProof>,
+}
+
+/// What a batch signature covers: this prefix, then the hex Merkle root.
+pub const BATCH_DOMAIN: &str = "gatehouse-receipts-v1:";
+
+/// A receipt's inclusion in a signed batch.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct BatchProof {
+    /// Hex SHA-256 Merkle root of the batch.
+    pub root: String,
+    /// Sibling hashes from the leaf up to the root.
+    pub path: Vec<ProofStep>,
+}
+
+/// One sibling on the way to the root.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct ProofStep {
+    /// Which side of the running hash the sibling goes on.
+    pub side: Side,
+    /// Hex SHA-256 of the sibling node.
+    pub hash: String,
+}
+
+#[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Side {
+    Left,
+    Right,
+}
+
+type Hash = [u8; 32];
+
+fn leaf_hash(canonical: &[u8]) -> Hash {
+    let mut h = Sha256::new();
+    h.update([0u8]);
+    h.update(canonical);
+    h.finalize().into()
+}
+
+fn node_hash(left: &Hash, right: &Hash) -> Hash {
+    let mut h = Sha256::new();
+    h.update([1u8]);
+    h.update(left);
+    h.update(right);
+    h.finalize().into()
+}
+
+/// The root of `leaves` and each leaf's path to it. A level with an odd
+/// count carries its last node up unchanged (no duplicate, so no two
+/// different batches share a root by repetition).
+fn merkle(leaves: Vec<Hash>) -> (Hash, Vec<Vec<ProofStep>>) {
+    let mut paths: Vec<Vec<ProofStep>> = vec![Vec::new(); leaves.len()];
+    // For each leaf, its node's index at the current level.
+    let mut at: Vec<usize> = (0..leaves.len()).collect();
+    let mut level = leaves;
+    while level.len() > 1 {
+        for (leaf, i) in at.iter_mut().enumerate() {
+            let sibling = *i ^ 1;
+            if sibling < level.len() {
+                let side = if sibling < *i { Side::Left } else { Side::Right };
+                paths[leaf].push(ProofStep { side, hash: hex::encode(level[sibling]) });
+            }
+            *i /= 2;
+        }
+        level = level.chunks(2).map(|pair| if let [l, r] = pair { node_hash(l, r) } else { pair[0] }).collect();
+    }
+    (level.first().copied().unwrap_or_default(), paths)
+}
+
+/// Fold a leaf's path up to the root it proves.
+fn fold(leaf: Hash, path: &[ProofStep]) -> Option<Hash> {
+    path.iter().try_fold(leaf, |acc, step| {
+        let sibling: Hash = hex::decode(&step.hash).ok()?.try_into().ok()?;
+        Some(match step.side {
+            Side::Left => node_hash(&sibling, &acc),
+            Side::Right => node_hash(&acc, &sibling),
+        })
+    })
 }
 
 /// The canonical bytes a signature covers: the receipt's JSON with its keys
@@ -154,10 +243,47 @@ impl Signer25519 {
         base64::engine::general_purpose::STANDARD.encode(self.public_key().as_bytes())
     }
 
+    /// Sign one receipt on its own: the signature covers its canonical JSON.
     pub fn sign(&self, receipt: Receipt) -> SignedReceipt {
         let sig = self.key.sign(&canonical(&receipt));
-        SignedReceipt { receipt, signature: base64::engine::general_purpose::STANDARD.encode(sig.to_bytes()) }
+        SignedReceipt { receipt, signature: b64(&sig.to_bytes()), batch: None }
     }
+
+    /// Sign the receipts of one commit with one signature over their Merkle
+    /// root; one receipt alone is signed as [`Signer25519::sign`] does.
+    pub fn sign_batch(&self, receipts: Vec<Receipt>) -> Vec<SignedReceipt> {
+        if receipts.len() <= 1 {
+            return receipts.into_iter().map(|r| self.sign(r)).collect();
+        }
+        let leaves = receipts.iter().map(|r| leaf_hash(&canonical(r))).collect();
+        let (root, paths) = merkle(leaves);
+        let root = hex::encode(root);
+        let signature = b64(&self.key.sign(format!("{BATCH_DOMAIN}{root}").as_bytes()).to_bytes());
+        receipts
+            .into_iter()
+            .zip(paths)
+            .map(|(receipt, path)| SignedReceipt {
+                receipt,
+                signature: signature.clone(),
+                batch: Some(BatchProof { root: root.clone(), path }),
+            })
+            .collect()
+    }
+}
+
+/// Signs the receipts of one commit, inside the store's writer.
+pub trait ReceiptSealer: Send + Sync {
+    fn seal(&self, receipts: Vec<Receipt>) -> Vec<SignedReceipt>;
+}
+
+impl ReceiptSealer for Signer25519 {
+    fn seal(&self, receipts: Vec<Receipt>) -> Vec<SignedReceipt> {
+        self.sign_batch(receipts)
+    }
+}
+
+fn b64(bytes: &[u8]) -> String {
+    base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
 /// Check a signed receipt against a public key.
@@ -168,7 +294,18 @@ pub fn verify(public_key: &VerifyingKey, signed: &SignedReceipt) -> bool {
     let Ok(sig) = ed25519_dalek::Signature::from_slice(&bytes) else {
         return false;
     };
-    public_key.verify_strict(&canonical(&signed.receipt), &sig).is_ok()
+    let bytes = canonical(&signed.receipt);
+    match &signed.batch {
+        None => public_key.verify_strict(&bytes, &sig).is_ok(),
+        Some(batch) => {
+            let Some(root) = fold(leaf_hash(&bytes), &batch.path) else {
+                return false;
+            };
+            // The stated root is what was signed; it must be where the path leads.
+            hex::encode(root) == batch.root
+                && public_key.verify_strict(format!("{BATCH_DOMAIN}{}", batch.root).as_bytes(), &sig).is_ok()
+        }
+    }
 }
 
 #[cfg(unix)]
@@ -235,5 +372,94 @@ mod tests {
         let again = Signer25519::load_or_create(dir.path()).expect("key");
         assert_eq!(again.key_id(), s.key_id());
         assert!(verify(&again.public_key(), &signed));
+    }
+
+    fn numbered(n: usize) -> Vec<Receipt> {
+        (0..n)
+            .map(|i| {
+                let mut r = receipt();
+                r.bundle_id = format!("rcpt_{i}");
+                r
+            })
+            .collect()
+    }
+
+    #[test]
+    fn every_receipt_of_a_batch_verifies_with_its_path_and_one_signature() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let s = Signer25519::load_or_create(dir.path()).expect("key");
+        for n in [1, 2, 3, 4, 5, 7, 8, 13, 64, 100] {
+            let signed = s.sign_batch(numbered(n));
+            assert_eq!(signed.len(), n);
+            for (i, r) in signed.iter().enumerate() {
+                assert_eq!(r.receipt.bundle_id, format!("rcpt_{i}"), "order kept");
+                assert!(verify(&s.public_key(), r), "n={n} i={i}");
+                // Paths are at most ceil(log2 n) long.
+                let depth = r.batch.as_ref().map_or(0, |b| b.path.len());
+                assert!(depth <= (n as f64).log2().ceil() as usize, "n={n} depth={depth}");
+            }
+            assert_eq!(signed[0].batch.is_none(), n == 1, "one receipt alone is signed directly");
+            if n > 1 {
+                let sigs: std::collections::HashSet<_> = signed.iter().map(|r| &r.signature).collect();
+                assert_eq!(sigs.len(), 1, "one signature per batch");
+            }
+        }
+    }
+
+    #[test]
+    fn a_changed_receipt_path_or_root_does_not_verify() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let s = Signer25519::load_or_create(dir.path()).expect("key");
+        let signed = s.sign_batch(numbered(5));
+        let pk = s.public_key();
+        let mut r = signed[2].clone();
+        r.receipt.served_model = "openai/gpt-4o".into();
+        assert!(!verify(&pk, &r), "changed receipt");
+        // Another receipt's proof with this receipt.
+        let mut r = signed[2].clone();
+        r.batch = signed[3].batch.clone();
+        assert!(!verify(&pk, &r), "another leaf's path");
+        let mut r = signed[2].clone();
+        if let Some(b) = r.batch.as_mut() {
+            b.path[0].side = match b.path[0].side {
+                Side::Left => Side::Right,
+                Side::Right => Side::Left,
+            };
+        }
+        assert!(!verify(&pk, &r), "sibling on the wrong side");
+        let mut r = signed[2].clone();
+        if let Some(b) = r.batch.as_mut() {
+            b.root = hex::encode([7u8; 32]);
+        }
+        assert!(!verify(&pk, &r), "a root the path does not lead to");
+        let mut r = signed[2].clone();
+        r.batch = None;
+        assert!(!verify(&pk, &r), "a batch signature is not a signature over the receipt");
+        let mut r = signed[2].clone();
+        if let Some(b) = r.batch.as_mut() {
+            b.path[0].hash = "zz".into();
+        }
+        assert!(!verify(&pk, &r), "malformed sibling");
+        // Another key's signature.
+        let other = tempfile::tempdir().expect("tmp");
+        let o = Signer25519::load_or_create(other.path()).expect("key");
+        assert!(!verify(&o.public_key(), &signed[2]));
+    }
+
+    #[test]
+    fn the_json_form_is_the_documented_one() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let s = Signer25519::load_or_create(dir.path()).expect("key");
+        let alone = serde_json::to_value(s.sign(receipt())).expect("json");
+        assert!(alone.get("batch").is_none(), "no batch field when signed alone: {alone}");
+        let two = serde_json::to_value(&s.sign_batch(numbered(2))[1]).expect("json");
+        let step = &two["batch"]["path"][0];
+        assert_eq!(step["side"], "left", "{two}");
+        assert_eq!(step["hash"].as_str().map(str::len), Some(64));
+        assert_eq!(two["batch"]["root"].as_str().map(str::len), Some(64));
+        // A record stored before batching (no `batch`) still reads and verifies.
+        let old = serde_json::json!({"receipt": alone["receipt"], "signature": alone["signature"]});
+        let back: SignedReceipt = serde_json::from_value(old).expect("old form");
+        assert!(verify(&s.public_key(), &back));
     }
 }

@@ -16,7 +16,10 @@ mod idle;
 /// Run the server until SIGTERM or SIGINT, then drain and flush.
 pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> anyhow::Result<()> {
     let started = Instant::now();
-    let store = Arc::new(RedbStore::open(&config.data_dir, config.durable_writes)?);
+    std::fs::create_dir_all(&config.data_dir)
+        .map_err(|e| anyhow::anyhow!("cannot create data dir {}: {e}", config.data_dir.display()))?;
+    let receipts = Arc::new(crate::receipts::Signer25519::load_or_create(&config.data_dir)?);
+    let store = Arc::new(RedbStore::open_with(&config.data_dir, config.durable_writes, Some(receipts.clone()))?);
     match bootstrap::ensure_admin(store.as_ref()).await? {
         Bootstrap::Generated(secret) => {
             // Shown once, on the terminal only: never through the logger.
@@ -43,7 +46,6 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> any
         Arc::new(crate::wasm::adapters::RuntimeAdapters { runtime: plugins.clone(), config: config_swap.clone() });
     let knowledge = crate::wasm::knowledge::Knowledge::new(plugins.clone(), config_swap.clone());
     knowledge.seed_folders()?;
-    let receipts = Arc::new(crate::receipts::Signer25519::load_or_create(&config.data_dir)?);
     let webhooks = crate::webhooks::Webhooks::start(store.clone(), config_swap.clone()).await?;
     let app = AppState::new(crate::app::Shared {
         config: config_swap,

@@ -405,31 +405,79 @@ async fn models_in_cooldown_are_skipped() {
     assert_eq!(mock.count_for("fail500-a"), 2, "the cooling model was not called");
 }
 
-#[tokio::test]
-async fn receipts_verify_with_the_public_key_and_stay_private() {
+/// The verification the README documents, written out independently of the
+/// host's code: fold a batch path to its root, check the root, then the
+/// signature over the root (or, signed alone, over the canonical JSON).
+fn verify_documented(key: &ed25519_dalek::VerifyingKey, r: &Value) -> bool {
     use base64::Engine as _;
     use ed25519_dalek::Verifier;
+    use sha2::{Digest, Sha256};
+    let b64 = base64::engine::general_purpose::STANDARD;
+    let Ok(sig) = b64.decode(r["signature"].as_str().unwrap_or_default()) else { return false };
+    let Ok(sig) = ed25519_dalek::Signature::from_slice(&sig) else { return false };
+    let canonical = serde_json::to_vec(&r["receipt"]).expect("canonical: serde_json sorts keys");
+    let msg = match r.get("batch") {
+        None => canonical,
+        Some(batch) => {
+            let mut h = Sha256::digest([&[0u8][..], &canonical].concat()).to_vec();
+            for step in batch["path"].as_array().expect("path") {
+                let sib = hex::decode(step["hash"].as_str().expect("hash")).expect("hex");
+                let pair = if step["side"] == "left" { [sib, h].concat() } else { [h, sib].concat() };
+                h = Sha256::digest([&[1u8][..], &pair].concat()).to_vec();
+            }
+            if hex::encode(&h) != batch["root"].as_str().expect("root") {
+                return false;
+            }
+            format!("gatehouse-receipts-v1:{}", hex::encode(&h)).into_bytes()
+        }
+    };
+    key.verify(&msg, &sig).is_ok()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn receipts_verify_with_the_public_key_and_stay_private() {
+    use base64::Engine as _;
     let mock = MockUpstream::start().await;
     let s = builder(&mock).start();
     let (_, other, _) = s.create_key(json!({})).await;
-    let (_, _, v) = chat(&s, json!({"index": "Zero-Knowledge", "model": "openai/ok-a", "prompt": "sign me"})).await;
-    let url = v["metadata"]["smltp"]["receipt_url"].as_str().expect("receipt url").to_owned();
-    let r: Value = s.admin(Method::GET, &url).send().await.expect("receipt").json().await.expect("json");
+    // Concurrent requests: their receipts are committed (and signed) in shared batches or alone.
+    let answers = futures::future::join_all(
+        (0..24).map(|i| chat(&s, json!({"index": "Zero-Knowledge", "model": "openai/ok-a", "prompt": format!("sign me {i}")}))),
+    )
+    .await;
     let pk: Value = s.admin(Method::GET, "/api/receipts/public-key").send().await.expect("pk").json().await.expect("json");
-    let b64 = base64::engine::general_purpose::STANDARD;
-    let key_bytes: [u8; 32] = b64.decode(pk["data"]["publicKey"].as_str().expect("pk")).expect("b64").try_into().expect("32");
+    let pk_b64 = pk["data"]["publicKey"].as_str().expect("pk").to_owned();
+    let key_bytes: [u8; 32] = base64::engine::general_purpose::STANDARD.decode(&pk_b64).expect("b64").try_into().expect("32");
     let key = ed25519_dalek::VerifyingKey::from_bytes(&key_bytes).expect("key");
-    let sig_bytes: [u8; 64] = b64.decode(r["data"]["signature"].as_str().expect("sig")).expect("b64").try_into().expect("64");
-    let sig = ed25519_dalek::Signature::from_bytes(&sig_bytes);
-    let receipt = r["data"]["receipt"].clone();
-    assert_eq!(receipt["served_model"], "openai/ok-a");
-    assert_eq!(receipt["policy"], "open");
-    let msg = serde_json::to_vec(&receipt).expect("canonical");
-    assert!(key.verify(&msg, &sig).is_ok(), "the receipt verifies");
-    let mut tampered = receipt.clone();
-    tampered["served_model"] = json!("openai/gpt-4o");
-    assert!(key.verify(&serde_json::to_vec(&tampered).expect("c"), &sig).is_err(), "tampering breaks it");
-    let r = s.client.get(s.url(&url)).bearer_auth(&other).send().await.expect("send");
+    let files = tempfile::tempdir().expect("tmp");
+    let mut paths = Vec::new();
+    let mut batched = 0;
+    for (i, (st, _, v)) in answers.iter().enumerate() {
+        assert_eq!(*st, 200, "{v}");
+        let url = v["metadata"]["smltp"]["receipt_url"].as_str().expect("receipt url");
+        let r: Value = s.admin(Method::GET, url).send().await.expect("receipt").json().await.expect("json");
+        let r = r["data"].clone();
+        assert_eq!(r["receipt"]["served_model"], "openai/ok-a");
+        assert_eq!(r["receipt"]["policy"], "open");
+        assert_eq!(r["receipt"]["bundle_id"], v["metadata"]["smltp"]["bundle_id"]);
+        assert!(verify_documented(&key, &r), "receipt {i} verifies: {r}");
+        batched += usize::from(r.get("batch").is_some());
+        let mut tampered = r.clone();
+        tampered["receipt"]["served_model"] = json!("openai/gpt-4o");
+        assert!(!verify_documented(&key, &tampered), "tampering breaks it");
+        let path = files.path().join(format!("r{i}.json"));
+        std::fs::write(&path, r.to_string()).expect("write");
+        paths.push(path);
+    }
+    println!("{batched} of 24 receipts were signed in a batch of their commit");
+    // The README's Python verifier accepts every one of them.
+    let script = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../examples/receipts/verify_receipt.py");
+    let out = tokio::process::Command::new("python3").arg(&script).arg(&pk_b64).args(&paths).output().await.expect("python3");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success() && stdout.contains("24 passed, 0 failed"), "{stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+
+    let url = answers[0].2["metadata"]["smltp"]["receipt_url"].as_str().expect("url");
+    let r = s.client.get(s.url(url)).bearer_auth(&other).send().await.expect("send");
     assert_eq!(r.status(), 404, "another key's receipt is not readable");
 }
 

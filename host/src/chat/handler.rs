@@ -27,7 +27,7 @@ use crate::app::AppState;
 use crate::audit::{Audit, category, kind, outcome};
 use crate::auth::limits::{BucketSet, Decision, effective};
 use crate::auth::{AuthContext, Authed};
-use crate::receipts::{Receipt, SignedReceipt};
+use crate::receipts::Receipt;
 use crate::store::model::{AuditEntry, Severity};
 use crate::store::records::{OutboxEvent, RequestOutcome, UsageDelta};
 
@@ -50,9 +50,9 @@ pub struct Prepared {
 }
 
 impl Prepared {
-    /// Sign the receipt of a completed answer.
-    pub fn receipt(&self, app: &AppState, ctx: &AuthContext, served_model: &str, answer: &str, verdict: &str) -> SignedReceipt {
-        app.receipts.sign(Receipt {
+    /// The receipt of a completed answer (the store signs it when it commits it).
+    pub fn receipt(&self, app: &AppState, ctx: &AuthContext, served_model: &str, answer: &str, verdict: &str) -> Receipt {
+        Receipt {
             bundle_id: self.bundle_id.clone(),
             request_id: self.request_id.clone(),
             request_hash: self.request_hash.clone(),
@@ -66,7 +66,7 @@ impl Prepared {
             created_at: crate::api::time::iso(self.started_at),
             completed_at: crate::api::time::iso(Utc::now()),
             signing_key_id: app.receipts.key_id().to_owned(),
-        })
+        }
     }
 }
 
@@ -78,7 +78,7 @@ pub(super) struct Reply {
     usage: Option<UsageDelta>,
     events: Vec<OutboxEvent>,
     pub(super) audit: Vec<AuditEntry>,
-    receipt: Option<SignedReceipt>,
+    receipt: Option<Receipt>,
     retry_after: Option<u64>,
 }
 

@@ -97,5 +97,6 @@ pub struct RequestOutcome {
     pub audit: Vec<AuditEntry>,
     /// `(scope, record)` to store, or `(scope, None)` to release an in-flight claim.
     pub idempotency: Option<(String, Option<IdempotencyRecord>)>,
-    pub receipt: Option<crate::receipts::SignedReceipt>,
+    /// Signed by the store's writer with the other receipts of its commit.
+    pub receipt: Option<crate::receipts::Receipt>,
 }

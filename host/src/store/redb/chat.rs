@@ -53,10 +53,6 @@ pub fn finish(txn: &WriteTransaction, o: &RequestOutcome) -> StoreResult<()> {
         add_usage(txn, &format!("user/{}", u.user_id), u.prompt_tokens, u.completion_tokens)?;
         add_usage(txn, &format!("key/{}", u.key_id), u.prompt_tokens, u.completion_tokens)?;
     }
-    if let Some(r) = &o.receipt {
-        let mut t = txn.open_table(RECEIPTS).map_err(backend)?;
-        t.insert(r.receipt.bundle_id.as_str(), encode(r)?.as_slice()).map_err(backend)?;
-    }
     push_events(txn, &o.events)?;
     audit::append(txn, &o.audit)
 }

@@ -11,6 +11,12 @@
 //! nothing else is being written, a wake-up makes the writer commit them
 //! after [`COUNTS_DELAY`] (a real write arriving meanwhile carries them).
 //!
+//! A write may carry a receipt ([`GroupCommit::write_with_receipt`]): the
+//! writer signs the receipts of a batch together, one signature over their
+//! Merkle root ([`crate::receipts::ReceiptSealer`]), and stores them in the
+//! same transaction — one Ed25519 signature per commit instead of one per
+//! request, and a receipt is signed before it is durable.
+//!
 //! Each write is a closure that must check its preconditions before it
 //! changes anything. If one of them fails anyway, the transaction is thrown
 //! away and the batch is run again without it, so a failed write never leaves
@@ -24,7 +30,8 @@ use std::sync::{Arc, Mutex};
 use redb::{Database, Durability, ReadableTable, WriteTransaction};
 use tokio::sync::{mpsc, oneshot};
 
-use super::tables::QUOTA;
+use super::tables::{QUOTA, RECEIPTS};
+use crate::receipts::{Receipt, ReceiptSealer};
 use crate::store::{StoreError, StoreResult};
 
 type AnyBox = Box<dyn Any + Send>;
@@ -33,6 +40,8 @@ type Op = Box<dyn FnMut(&WriteTransaction) -> StoreResult<AnyBox> + Send>;
 /// A queued write, or (both `None`) a wake-up to commit pending counts.
 struct Job {
     op: Option<Op>,
+    /// Signed with the batch's other receipts and stored with the op.
+    receipt: Option<Receipt>,
     reply: Option<oneshot::Sender<StoreResult<AnyBox>>>,
 }
 
@@ -57,11 +66,13 @@ pub struct GroupCommit {
 }
 
 impl GroupCommit {
-    pub fn start(db: Arc<Database>, durability: Durability) -> std::io::Result<Self> {
+    /// Start the writer; `sealer` signs the receipts of writes that carry one
+    /// (without it such a write fails).
+    pub fn start(db: Arc<Database>, durability: Durability, sealer: Option<Arc<dyn ReceiptSealer>>) -> std::io::Result<Self> {
         let (tx, rx) = mpsc::channel::<Job>(QUEUE);
         let counts = Counts::default();
         let commits = Arc::new(AtomicU64::new(0));
-        let writer = Writer { db, durability, counts: counts.clone(), commits: commits.clone() };
+        let writer = Writer { db, durability, counts: counts.clone(), commits: commits.clone(), sealer };
         std::thread::Builder::new().name("gatehouse-store-writer".into()).spawn(move || writer_loop(writer, rx))?;
         Ok(GroupCommit { tx, counts, commits })
     }
@@ -89,12 +100,22 @@ impl GroupCommit {
         // The first pending count wakes the writer; later ones ride along. A
         // full queue means the writer has batches to run, which apply them.
         if wake {
-            let _ = self.tx.try_send(Job { op: None, reply: None });
+            let _ = self.tx.try_send(Job { op: None, receipt: None, reply: None });
         }
     }
 
     /// Run `op` in the next group commit and return its result once it is durable.
-    pub async fn write<T, F>(&self, mut op: F) -> StoreResult<T>
+    pub async fn write<T, F>(&self, op: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnMut(&WriteTransaction) -> StoreResult<T> + Send + 'static,
+    {
+        self.write_with_receipt(None, op).await
+    }
+
+    /// [`GroupCommit::write`], and store `receipt` signed (with the batch's
+    /// other receipts) in the same transaction.
+    pub async fn write_with_receipt<T, F>(&self, receipt: Option<Receipt>, mut op: F) -> StoreResult<T>
     where
         T: Send + 'static,
         F: FnMut(&WriteTransaction) -> StoreResult<T> + Send + 'static,
@@ -102,7 +123,7 @@ impl GroupCommit {
         let (reply, rx) = oneshot::channel();
         let op: Op = Box::new(move |txn| op(txn).map(|v| Box::new(v) as AnyBox));
         self.tx
-            .send(Job { op: Some(op), reply: Some(reply) })
+            .send(Job { op: Some(op), receipt, reply: Some(reply) })
             .await
             .map_err(|_| StoreError::Backend("the store writer has stopped".into()))?;
         let out = rx.await.map_err(|_| StoreError::Backend("the store writer stopped before committing".into()))??;
@@ -121,6 +142,7 @@ struct Writer {
     durability: Durability,
     counts: Counts,
     commits: Arc<AtomicU64>,
+    sealer: Option<Arc<dyn ReceiptSealer>>,
 }
 
 fn writer_loop(w: Writer, mut rx: mpsc::Receiver<Job>) {
@@ -179,6 +201,13 @@ fn run_batch(w: &Writer, batch: &mut Vec<Job>) {
     let mut pending: Vec<Job> = std::mem::take(batch);
     // Wake-ups carry nothing of their own.
     pending.retain(|j| j.op.is_some());
+    if w.sealer.is_none() {
+        let (unsigned, rest): (Vec<Job>, Vec<Job>) = pending.into_iter().partition(|j| j.receipt.is_some());
+        pending = rest;
+        for job in unsigned {
+            reply(job, Err(StoreError::Backend("this store has no receipt signer; a receipt cannot be stored".into())));
+        }
+    }
     if pending.is_empty() && pending_counts.is_empty() {
         return;
     }
@@ -193,6 +222,10 @@ fn run_batch(w: &Writer, batch: &mut Vec<Job>) {
         if let Err(e) = apply_counts(&txn, &pending_counts) {
             let _ = txn.abort();
             break fail_all(pending, &format!("quota counters: {e}"));
+        }
+        if let Err(e) = store_receipts(&txn, w.sealer.as_deref(), &pending) {
+            let _ = txn.abort();
+            break fail_all(pending, &format!("receipts: {e}"));
         }
         let mut results = Vec::with_capacity(pending.len());
         let mut failed = None;
@@ -252,6 +285,21 @@ fn apply_counts(txn: &WriteTransaction, counts: &HashMap<String, u64>) -> Result
     Ok(())
 }
 
+/// Sign the batch's receipts together and insert them. Run again (one more
+/// signature) when a failed write leaves the batch, so only committed
+/// receipts are in a signed batch.
+fn store_receipts(txn: &WriteTransaction, sealer: Option<&dyn ReceiptSealer>, jobs: &[Job]) -> StoreResult<()> {
+    let receipts: Vec<Receipt> = jobs.iter().filter_map(|j| j.receipt.clone()).collect();
+    let Some(sealer) = sealer.filter(|_| !receipts.is_empty()) else {
+        return Ok(());
+    };
+    let mut t = txn.open_table(RECEIPTS).map_err(|e| StoreError::Backend(e.to_string()))?;
+    for signed in sealer.seal(receipts) {
+        t.insert(signed.receipt.bundle_id.as_str(), super::encode(&signed)?.as_slice()).map_err(|e| StoreError::Backend(e.to_string()))?;
+    }
+    Ok(())
+}
+
 fn reply(job: Job, result: StoreResult<AnyBox>) {
     if let Some(tx) = job.reply {
         let _ = tx.send(result);
@@ -290,7 +338,7 @@ mod tests {
     #[tokio::test]
     async fn counts_ride_with_the_next_write_and_commit_alone_when_idle() {
         let (_dir, db) = open();
-        let gc = GroupCommit::start(db.clone(), Durability::Immediate).expect("start");
+        let gc = GroupCommit::start(db.clone(), Durability::Immediate, None).expect("start");
         for _ in 0..5 {
             gc.add_counts(["k/d:1", "k/m:1"]);
         }
@@ -311,7 +359,7 @@ mod tests {
     #[tokio::test]
     async fn a_failing_write_does_not_lose_the_counts_or_its_neighbours() {
         let (_dir, db) = open();
-        let gc = GroupCommit::start(db.clone(), Durability::Immediate).expect("start");
+        let gc = GroupCommit::start(db.clone(), Durability::Immediate, None).expect("start");
         gc.add_counts(["k/d:1"]);
         let bad = gc.write(|_| -> StoreResult<()> { Err(StoreError::Conflict("no".into())) });
         let good = gc.write(|txn| {
@@ -328,10 +376,106 @@ mod tests {
         assert_eq!(count(&db, "other"), 7);
     }
 
+    /// Records the size of every batch it signs.
+    #[derive(Default)]
+    struct Recording(Mutex<Vec<usize>>);
+
+    impl ReceiptSealer for Recording {
+        fn seal(&self, receipts: Vec<Receipt>) -> Vec<crate::receipts::SignedReceipt> {
+            self.0.lock().expect("lock").push(receipts.len());
+            receipts
+                .into_iter()
+                .map(|receipt| crate::receipts::SignedReceipt { receipt, signature: "sig".into(), batch: None })
+                .collect()
+        }
+    }
+
+    fn receipt(id: &str) -> Receipt {
+        Receipt {
+            bundle_id: id.into(),
+            request_id: "req-1".into(),
+            request_hash: String::new(),
+            response_hash: String::new(),
+            policy: "internal".into(),
+            policy_hash: None,
+            shield_verdict: "allow".into(),
+            requested_model: "echo/a".into(),
+            served_model: "echo/a".into(),
+            key_id: "key_1".into(),
+            created_at: String::new(),
+            completed_at: String::new(),
+            signing_key_id: String::new(),
+        }
+    }
+
+    fn stored(db: &Database, id: &str) -> bool {
+        let txn = db.begin_read().expect("read");
+        txn.open_table(RECEIPTS).ok().and_then(|t| t.get(id).expect("get")).is_some()
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn the_receipts_of_one_commit_are_signed_together_and_a_failed_write_leaves_its_batch() {
+        let (_dir, db) = open();
+        let sealer = Arc::new(Recording::default());
+        let gc = GroupCommit::start(db.clone(), Durability::Immediate, Some(sealer.clone())).expect("start");
+        // Hold the writer in a first write while six receipts queue up behind it.
+        let (entered_tx, entered_rx) = std::sync::mpsc::channel::<()>();
+        let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
+        let release_rx = Mutex::new(release_rx);
+        let blocker = tokio::spawn({
+            let gc = gc.clone();
+            async move {
+                gc.write(move |_| {
+                    let _ = entered_tx.send(());
+                    let _ = release_rx.lock().expect("lock").recv_timeout(std::time::Duration::from_secs(10));
+                    Ok(())
+                })
+                .await
+            }
+        });
+        entered_rx.recv_timeout(std::time::Duration::from_secs(10)).expect("the writer runs the blocker");
+        let writes: Vec<_> = (0..6)
+            .map(|i| {
+                let gc = gc.clone();
+                tokio::spawn(async move {
+                    gc.write_with_receipt(Some(receipt(&format!("rcpt_{i}"))), move |_| {
+                        if i == 3 { Err(StoreError::Conflict("refused".into())) } else { Ok(()) }
+                    })
+                    .await
+                })
+            })
+            .collect();
+        // Let them queue, then let the writer go on.
+        while gc.tx.capacity() > QUEUE - 6 {
+            tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+        }
+        release_tx.send(()).expect("release");
+        blocker.await.expect("join").expect("blocker commits");
+        for (i, w) in writes.into_iter().enumerate() {
+            let r = w.await.expect("join");
+            assert_eq!(r.is_ok(), i != 3, "write {i}: {r:?}");
+        }
+        // One batch: signed with all six, then again without the failed one.
+        assert_eq!(*sealer.0.lock().expect("lock"), vec![6, 5]);
+        for i in 0..6 {
+            assert_eq!(stored(&db, &format!("rcpt_{i}")), i != 3, "receipt {i}");
+        }
+    }
+
+    #[tokio::test]
+    async fn without_a_signer_a_receipt_write_fails_and_others_commit() {
+        let (_dir, db) = open();
+        let gc = GroupCommit::start(db.clone(), Durability::Immediate, None).expect("start");
+        let r = gc.write_with_receipt(Some(receipt("rcpt_x")), |_| Ok(())).await;
+        assert!(matches!(r, Err(StoreError::Backend(ref m)) if m.contains("receipt signer")), "{r:?}");
+        assert!(!stored(&db, "rcpt_x"));
+        gc.write(|_| Ok(())).await.expect("a write without a receipt commits");
+    }
+
     #[tokio::test]
     async fn pending_counts_are_committed_when_the_last_handle_goes() {
         let (_dir, db) = open();
-        let gc = GroupCommit::start(db.clone(), Durability::Immediate).expect("start");
+        let gc = GroupCommit::start(db.clone(), Durability::Immediate, None).expect("start");
         // The wake-up may or may not have run when the handle goes.
         gc.add_counts(["k/d:9", "k/d:9"]);
         drop(gc);

@@ -60,6 +60,12 @@ impl RedbStore {
     /// Open (or create) `<data_dir>/gatehouse.redb`, migrating older schemas.
     /// `durable = false` relaxes fsync (benchmarks only).
     pub fn open(data_dir: &Path, durable: bool) -> anyhow::Result<Self> {
+        Self::open_with(data_dir, durable, None)
+    }
+
+    /// [`RedbStore::open`] with the signer of chat receipts: the writer signs
+    /// each commit's receipts together (see `group_commit`).
+    pub fn open_with(data_dir: &Path, durable: bool, sealer: Option<Arc<dyn crate::receipts::ReceiptSealer>>) -> anyhow::Result<Self> {
         std::fs::create_dir_all(data_dir).map_err(|e| anyhow::anyhow!("cannot create data dir {}: {e}", data_dir.display()))?;
         let path = data_dir.join(DB_FILE);
         let db = Database::builder().set_cache_size(CACHE_BYTES).create(&path).map_err(|e| match e {
@@ -71,7 +77,7 @@ impl RedbStore {
         schema::prepare(&db)?;
         let db = Arc::new(db);
         let durability = if durable { Durability::Immediate } else { Durability::None };
-        let writer = GroupCommit::start(db.clone(), durability)?;
+        let writer = GroupCommit::start(db.clone(), durability, sealer)?;
         Ok(RedbStore { db, writer, path, keys: key_cache::KeyCache::default() })
     }
 
@@ -359,8 +365,9 @@ impl Store for RedbStore {
         audit::verify(&self.db)
     }
 
-    async fn finish_request(&self, outcome: RequestOutcome) -> StoreResult<()> {
-        self.writer.write(move |txn| chat::finish(txn, &outcome)).await
+    async fn finish_request(&self, mut outcome: RequestOutcome) -> StoreResult<()> {
+        let receipt = outcome.receipt.take();
+        self.writer.write_with_receipt(receipt, move |txn| chat::finish(txn, &outcome)).await
     }
 
     fn count_quota(&self, key_id: &str, windows: &[String]) {
