@@ -25,7 +25,9 @@ pub async fn public_key(State(app): State<AppState>, Authed(_): Authed) -> Json<
             "keyId": app.receipts.key_id(),
             "publicKey": app.receipts.public_key_b64(),
             "encoding": "base64 of the raw 32-byte public key",
-            "signedContent": "the `receipt` object as canonical JSON: keys sorted, no whitespace, UTF-8",
+            "signedContent": "without `batch`: the `receipt` object as canonical JSON (keys sorted, no whitespace, UTF-8); \
+                              with `batch`: `gatehouse-receipts-v1:` + `batch.root`, the hex SHA-256 Merkle root that \
+                              `batch.path` leads to from SHA-256(0x00 || canonical JSON), nodes SHA-256(0x01 || left || right)",
         }
     }))
 }
@@ -35,7 +37,7 @@ pub async fn public_key(State(app): State<AppState>, Authed(_): Authed) -> Json<
     get, path = "/api/receipts/{bundle_id}", tag = "receipts",
     params(("bundle_id" = String, Path, description = "From `metadata.smltp.bundle_id`")),
     responses(
-        (status = 200, description = "`{receipt, signature}`", body = crate::api::schema::Success<crate::api::schema::JsonObject>),
+        (status = 200, description = "`{receipt, signature, batch?}`: `batch` `{root, path: [{side, hash}]}` when the receipt was signed with the others of its commit", body = crate::api::schema::Success<crate::api::schema::JsonObject>),
         (status = 404, description = "No such receipt, or made by another key", body = crate::api::error::NestedError),
     )
 )]
