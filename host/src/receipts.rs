@@ -324,26 +324,32 @@ fn write_private(path: &Path, bytes: &[u8]) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// A receipt for tests (here and in the store's).
+#[cfg(test)]
+pub(crate) fn sample(bundle_id: &str) -> Receipt {
+    Receipt {
+        bundle_id: bundle_id.into(),
+        request_id: "req-1".into(),
+        request_hash: sha256_hex(b"{}"),
+        response_hash: sha256_hex(b"hi"),
+        policy: "internal".into(),
+        policy_hash: None,
+        shield_verdict: "allow".into(),
+        requested_model: "echo/a".into(),
+        served_model: "echo/a".into(),
+        key_id: "key_1".into(),
+        created_at: "2026-11-23T00:00:00.000Z".into(),
+        completed_at: "2026-11-23T00:00:01.000Z".into(),
+        signing_key_id: String::new(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     fn receipt() -> Receipt {
-        Receipt {
-            bundle_id: "rcpt_1".into(),
-            request_id: "req-1".into(),
-            request_hash: sha256_hex(b"{}"),
-            response_hash: sha256_hex(b"hi"),
-            policy: "internal".into(),
-            policy_hash: None,
-            shield_verdict: "allow".into(),
-            requested_model: "echo/a".into(),
-            served_model: "echo/a".into(),
-            key_id: "key_1".into(),
-            created_at: "2026-11-23T00:00:00.000Z".into(),
-            completed_at: "2026-11-23T00:00:01.000Z".into(),
-            signing_key_id: String::new(),
-        }
+        sample("rcpt_1")
     }
 
     #[test]

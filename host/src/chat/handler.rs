@@ -310,7 +310,7 @@ fn select_policy(
     } else {
         (cfg.policies.default.clone(), "default")
     };
-    if adapters.policy(&name).is_none() {
+    if !adapters.has_policy(&name) {
         let mut known = adapters.policy_names();
         known.sort();
         return Err(ChatError::new(

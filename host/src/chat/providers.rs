@@ -15,6 +15,8 @@ pub trait AdapterSet: Send + Sync {
     fn provider(&self, plugin: &str) -> Option<Arc<dyn ProviderAdapter>>;
     /// A policy component by name.
     fn policy(&self, name: &str) -> Option<Arc<dyn PolicyEngine>>;
+    /// Is a policy component of that name loaded? (No policy hash computed.)
+    fn has_policy(&self, name: &str) -> bool;
     /// A shield-world component (Prompt Shield, PII/DLP) by name.
     fn detector(&self, name: &str) -> Option<Arc<dyn Detector>>;
     /// Names of the loaded policy components.

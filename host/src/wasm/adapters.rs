@@ -44,6 +44,10 @@ impl AdapterSet for Snapshot {
         })
     }
 
+    fn has_policy(&self, name: &str) -> bool {
+        self.registry.of_kind(name, Kind::Policy).is_some()
+    }
+
     fn detector(&self, name: &str) -> Option<Arc<dyn Detector>> {
         self.registry.of_kind(name, Kind::Shield).map(|p| Arc::new(ShieldPlugin(p)) as Arc<dyn Detector>)
     }

@@ -391,21 +391,7 @@ mod tests {
     }
 
     fn receipt(id: &str) -> Receipt {
-        Receipt {
-            bundle_id: id.into(),
-            request_id: "req-1".into(),
-            request_hash: String::new(),
-            response_hash: String::new(),
-            policy: "internal".into(),
-            policy_hash: None,
-            shield_verdict: "allow".into(),
-            requested_model: "echo/a".into(),
-            served_model: "echo/a".into(),
-            key_id: "key_1".into(),
-            created_at: String::new(),
-            completed_at: String::new(),
-            signing_key_id: String::new(),
-        }
+        crate::receipts::sample(id)
     }
 
     fn stored(db: &Database, id: &str) -> bool {
