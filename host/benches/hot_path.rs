@@ -105,6 +105,25 @@ fn usage_writes(rt: &tokio::runtime::Runtime, s: &Arc<RedbStore>, writers: usize
     (samples, t0.elapsed())
 }
 
+fn receipt(bundle_id: &str) -> gatehouse::receipts::Receipt {
+    let hash = gatehouse::receipts::sha256_hex(bundle_id.as_bytes());
+    gatehouse::receipts::Receipt {
+        bundle_id: bundle_id.into(),
+        request_id: "req-0123456789abcdef0123456789abcdef".into(),
+        request_hash: hash.clone(),
+        response_hash: hash.clone(),
+        policy: "internal".into(),
+        policy_hash: Some(hash),
+        shield_verdict: "allow".into(),
+        requested_model: "openai/gpt-mock".into(),
+        served_model: "openai/gpt-mock".into(),
+        key_id: "key_0123456789abcdef".into(),
+        created_at: "2026-11-24T15:00:00.000Z".into(),
+        completed_at: "2026-11-24T15:00:00.002Z".into(),
+        signing_key_id: "0123456789abcdef".into(),
+    }
+}
+
 fn main() {
     let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     let b = Bench { filter };
@@ -160,6 +179,28 @@ fn main() {
         b.run(label, N, || {
             std::hint::black_box(request::parse(&raw, defaults).expect("valid"));
         });
+    }
+
+    // Receipt signing: one receipt alone (one Ed25519 signature), and the
+    // cost per receipt when a commit of 12 signs them together (the batch
+    // the 64-connection benchmark commits).
+    {
+        let dir = tempfile::tempdir().expect("tmp");
+        let signer = gatehouse::receipts::Signer25519::load_or_create(dir.path()).expect("key");
+        let one = receipt("rcpt_bench");
+        b.run("receipt  signed alone", N / 4, || {
+            std::hint::black_box(signer.sign(one.clone()));
+        });
+        let twelve: Vec<_> = (0..12).map(|i| receipt(&format!("rcpt_bench_{i}"))).collect();
+        if b.wants("receipt  batch of 12") {
+            let mut samples = Vec::with_capacity(N / 4);
+            for _ in 0..N / 4 {
+                let t = Instant::now();
+                std::hint::black_box(signer.sign_batch(twelve.clone()));
+                samples.push(t.elapsed() / 12);
+            }
+            report("receipt  batch of 12, per receipt", samples);
+        }
     }
 
     // Usage writes through the group commit: one writer (each write waits for its own commit),

@@ -95,6 +95,30 @@ fn providers(b: &Bench, reg: &Registry, prompt: &str) {
         b.run("provider  parse-stream-event small (openai)", N, || {
             p.parse_stream_event(&up, "", &ev).expect("call").expect("event");
         });
+        // One attempt's calls: a fresh instance per call, then one instance for the attempt.
+        let small = chat("hello");
+        b.run("provider  attempt build+parse, per call (openai)", N, || {
+            p.build_request(&up, &small).expect("call").expect("request");
+            p.parse_response(&up, 200, body).expect("call").expect("completion");
+        });
+        b.run("provider  attempt build+parse, session (openai)", N, || {
+            let mut s = p.provider_session().expect("session");
+            s.build_request(&up, &small).expect("call").expect("request");
+            s.parse_response(&up, 200, body).expect("call").expect("completion");
+        });
+        b.run("provider  stream build+12 events, per call", N / 5, || {
+            p.build_request(&up, &small).expect("call").expect("request");
+            for _ in 0..12 {
+                p.parse_stream_event(&up, "", &ev).expect("call").expect("event");
+            }
+        });
+        b.run("provider  stream build+12 events, session", N / 5, || {
+            let mut s = p.provider_session().expect("session");
+            s.build_request(&up, &small).expect("call").expect("request");
+            for _ in 0..12 {
+                s.parse_stream_event(&up, "", &ev).expect("call").expect("event");
+            }
+        });
     }
 }
 
