@@ -302,8 +302,7 @@ pub fn verify(public_key: &VerifyingKey, signed: &SignedReceipt) -> bool {
                 return false;
             };
             // The stated root is what was signed; it must be where the path leads.
-            hex::encode(root) == batch.root
-                && public_key.verify_strict(format!("{BATCH_DOMAIN}{}", batch.root).as_bytes(), &sig).is_ok()
+            hex::encode(root) == batch.root && public_key.verify_strict(format!("{BATCH_DOMAIN}{}", batch.root).as_bytes(), &sig).is_ok()
         }
     }
 }

@@ -383,10 +383,7 @@ mod tests {
     impl ReceiptSealer for Recording {
         fn seal(&self, receipts: Vec<Receipt>) -> Vec<crate::receipts::SignedReceipt> {
             self.0.lock().expect("lock").push(receipts.len());
-            receipts
-                .into_iter()
-                .map(|receipt| crate::receipts::SignedReceipt { receipt, signature: "sig".into(), batch: None })
-                .collect()
+            receipts.into_iter().map(|receipt| crate::receipts::SignedReceipt { receipt, signature: "sig".into(), batch: None }).collect()
         }
     }
 
