@@ -78,6 +78,7 @@ pub struct Metrics {
     pub plugin_faults: Family<PluginLabel, Counter>,
     pub plugin_reloads: Family<OutcomeLabel, Counter>,
     pub webhook_queue_depth: Gauge,
+    pub provider_sessions: Gauge,
     pub webhook_deliveries: Family<OutcomeLabel, Counter>,
     pub rate_limit_hits: Family<LimitLabel, Counter>,
     pub auth_failures: Family<ReasonLabel, Counter>,
@@ -100,6 +101,7 @@ impl Metrics {
         let plugin_faults = Family::<PluginLabel, Counter>::default();
         let plugin_reloads = Family::<OutcomeLabel, Counter>::default();
         let webhook_queue_depth = Gauge::default();
+        let provider_sessions = Gauge::default();
         let webhook_deliveries = Family::<OutcomeLabel, Counter>::default();
         let rate_limit_hits = Family::<LimitLabel, Counter>::default();
         let auth_failures = Family::<ReasonLabel, Counter>::default();
@@ -124,6 +126,11 @@ impl Metrics {
         registry.register("plugin_faults", "Plugin calls that trapped, ran out of time or memory, by plugin", plugin_faults.clone());
         registry.register("plugin_reloads", "Plugin loads and reloads by outcome", plugin_reloads.clone());
         registry.register("webhook_queue_depth", "Webhook deliveries waiting", webhook_queue_depth.clone());
+        registry.register(
+            "plugin_provider_sessions",
+            "Provider attempts holding an instance of their own (at most half the instance pool)",
+            provider_sessions.clone(),
+        );
         registry.register("webhook_deliveries", "Webhook delivery outcomes", webhook_deliveries.clone());
         registry.register("rate_limit_hits", "Requests rejected by a rate limit or quota", rate_limit_hits.clone());
         registry.register(
@@ -150,6 +157,7 @@ impl Metrics {
             plugin_faults,
             plugin_reloads,
             webhook_queue_depth,
+            provider_sessions,
             webhook_deliveries,
             rate_limit_hits,
             auth_failures,
@@ -224,5 +232,6 @@ pub async fn handler(State(app): State<AppState>, Authed(_): Authed) -> Response
         }
         Err(e) => tracing::warn!(error = %e, "reading the webhook queue depth failed"),
     }
+    get().provider_sessions.set(i64::try_from(crate::wasm::plugin::provider_sessions_held()).unwrap_or(i64::MAX));
     ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], get().encode()).into_response()
 }

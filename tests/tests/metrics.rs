@@ -100,9 +100,32 @@ async fn metrics_parse_as_openmetrics_and_count_what_happened() {
         ("gatehouse_rate_limit_hits", "counter"),
         ("gatehouse_upstream_latency_seconds", "histogram"),
         ("gatehouse_webhook_queue_depth", "gauge"),
+        ("gatehouse_plugin_provider_sessions", "gauge"),
     ] {
         assert_eq!(after.families.get(family).map(String::as_str), Some(kind), "family {family}");
     }
+    // Every attempt's provider instance went back with its request (failed attempts too).
+    assert!(after.samples.contains_key(&key("gatehouse_plugin_provider_sessions", &[])), "the gauge is exported");
+    assert_eq!(after.get("gatehouse_plugin_provider_sessions", &[]), 0.0, "no provider session outlives its request");
+    // While an attempt waits on its upstream, it holds one.
+    let slow = tokio::spawn({
+        let (client, url, key) = (s.client.clone(), s.url("/chat/completions"), s.admin_key.clone());
+        async move {
+            let body = json!({"index": "Zero-Knowledge", "model": "openai/slow-1500-a", "prompt": "hold on"});
+            client.post(url).bearer_auth(key).json(&body).send().await.expect("send").status().as_u16()
+        }
+    });
+    let mut held = 0.0;
+    for _ in 0..100 {
+        held = scrape(&s).await.get("gatehouse_plugin_provider_sessions", &[]);
+        if held >= 1.0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(held, 1.0, "the waiting attempt holds its instance");
+    assert_eq!(slow.await.expect("join"), 200);
+    assert_eq!(scrape(&s).await.get("gatehouse_plugin_provider_sessions", &[]), 0.0, "and gives it back");
     // Requests by route and status; the first scrape itself is counted too.
     assert_eq!(delta("gatehouse_http_requests_total", &[chat_route, ("status", "200")]), 4.0);
     assert_eq!(delta("gatehouse_http_requests_total", &[chat_route, ("status", "429")]), 1.0);

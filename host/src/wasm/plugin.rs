@@ -451,7 +451,7 @@ impl Drop for SessionSlot {
     }
 }
 
-/// Provider sessions holding an instance now (for tests and metrics).
+/// Provider sessions holding an instance now (`gatehouse_plugin_provider_sessions`).
 pub fn provider_sessions_held() -> u64 {
     SESSIONS.load(Ordering::Acquire)
 }
