@@ -208,8 +208,10 @@ impl std::fmt::Debug for Signer25519 {
 }
 
 impl Signer25519 {
-    /// Load `<data_dir>/receipt-signing.key`, or create it (mode 0600).
+    /// Load `<data_dir>/receipt-signing.key`, or create it (mode 0600) and
+    /// the data dir if need be.
     pub fn load_or_create(data_dir: &Path) -> anyhow::Result<Self> {
+        std::fs::create_dir_all(data_dir).map_err(|e| anyhow::anyhow!("cannot create data dir {}: {e}", data_dir.display()))?;
         let path = data_dir.join(KEY_FILE);
         let seed: [u8; 32] = if path.exists() {
             let text = std::fs::read_to_string(&path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
@@ -240,7 +242,7 @@ impl Signer25519 {
 
     /// Base64 of the raw 32-byte public key.
     pub fn public_key_b64(&self) -> String {
-        base64::engine::general_purpose::STANDARD.encode(self.public_key().as_bytes())
+        b64(self.public_key().as_bytes())
     }
 
     /// Sign one receipt on its own: the signature covers its canonical JSON.

@@ -16,7 +16,6 @@ mod idle;
 /// Run the server until SIGTERM or SIGINT, then drain and flush.
 pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> anyhow::Result<()> {
     let started = Instant::now();
-    std::fs::create_dir_all(&config.data_dir).map_err(|e| anyhow::anyhow!("cannot create data dir {}: {e}", config.data_dir.display()))?;
     let receipts = Arc::new(crate::receipts::Signer25519::load_or_create(&config.data_dir)?);
     let store = Arc::new(RedbStore::open_with(&config.data_dir, config.durable_writes, Some(receipts.clone()))?);
     match bootstrap::ensure_admin(store.as_ref()).await? {

@@ -293,9 +293,9 @@ fn store_receipts(txn: &WriteTransaction, sealer: Option<&dyn ReceiptSealer>, jo
     let Some(sealer) = sealer.filter(|_| !receipts.is_empty()) else {
         return Ok(());
     };
-    let mut t = txn.open_table(RECEIPTS).map_err(|e| StoreError::Backend(e.to_string()))?;
+    let mut t = txn.open_table(RECEIPTS).map_err(super::backend)?;
     for signed in sealer.seal(receipts) {
-        t.insert(signed.receipt.bundle_id.as_str(), super::encode(&signed)?.as_slice()).map_err(|e| StoreError::Backend(e.to_string()))?;
+        t.insert(signed.receipt.bundle_id.as_str(), super::encode(&signed)?.as_slice()).map_err(super::backend)?;
     }
     Ok(())
 }
