@@ -1,8 +1,9 @@
 //! Normalised chat request → OpenAI `POST {base}/chat/completions`.
 
 use gatehouse_sdk::provider::exports::gatehouse::plugin::provider_api::{ChatRequest, ProviderError, Upstream};
-use gatehouse_sdk::provider::gatehouse::plugin::types::{Header, HttpRequest, Role};
-use serde_json::{Map, Value, json};
+use gatehouse_sdk::provider::gatehouse::plugin::types::{Header, HttpRequest, Message, Role};
+use serde::Serialize;
+use serde_json::{Map, Value};
 
 use crate::config::OpenAiConfig;
 use crate::errors::{adapter_fault, bad_request};
@@ -22,11 +23,48 @@ pub fn role_name(role: Role) -> &'static str {
     }
 }
 
-/// An `f32` as the JSON number a person would write (`0.7`, not
-/// `0.699999988079071`); `None` for NaN and infinities.
-pub fn json_f32(x: f32) -> Option<Value> {
-    let shortest: f64 = x.to_string().parse().ok()?;
-    serde_json::Number::from_f64(shortest).map(Value::Number)
+/// The request body as OpenAI reads it, serialised straight from the
+/// normalised request (no `serde_json::Value` tree: this runs on every
+/// request, and building and dropping a tree cost more than the rest of the
+/// call). `extra` holds the caller's `extra-json` fields minus [`RESERVED`].
+#[derive(Serialize)]
+struct Body<'a> {
+    model: &'a str,
+    messages: Messages<'a>,
+    /// Skipped when NaN or infinite. serde_json writes an `f32` in its
+    /// shortest form (`0.7`, not `0.699999988079071`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_completion_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "<[String]>::is_empty")]
+    stop: &'a [String],
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+    #[serde(flatten)]
+    extra: Map<String, Value>,
+}
+
+#[derive(Serialize)]
+struct StreamOptions {
+    include_usage: bool,
+}
+
+/// `[{"role": …, "content": …}, …]` from the WIT messages, without copying them.
+struct Messages<'a>(&'a [Message]);
+
+impl Serialize for Messages<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct One<'a> {
+            role: &'static str,
+            content: &'a str,
+        }
+        s.collect_seq(self.0.iter().map(|m| One { role: role_name(m.role), content: &m.content }))
+    }
 }
 
 /// Describe the HTTP request for one chat request.
@@ -50,32 +88,26 @@ pub fn build_request(up: &Upstream, req: &ChatRequest) -> Result<HttpRequest, Pr
             headers.push(header(name, value));
         }
     }
-    Ok(HttpRequest { method: "POST".to_string(), url: format!("{base}/chat/completions"), headers, body: body.to_string() })
+    Ok(HttpRequest { method: "POST".to_string(), url: format!("{base}/chat/completions"), headers, body })
 }
 
 /// The JSON body: the normalised fields, then `extra-json` for the rest.
-pub fn build_body(cfg: &OpenAiConfig, req: &ChatRequest) -> Result<Value, ProviderError> {
-    let messages: Vec<Value> = req.messages.iter().map(|m| json!({ "role": role_name(m.role), "content": m.content })).collect();
-    let mut body = Map::new();
-    body.insert("model".into(), Value::String(req.model.clone()));
-    body.insert("messages".into(), Value::Array(messages));
-    if let Some(t) = json_f32(req.temperature) {
-        body.insert("temperature".into(), t);
-    }
-    body.insert(cfg.max_tokens_field.clone(), json!(req.max_tokens));
-    if !req.stop.is_empty() {
-        body.insert("stop".into(), json!(req.stop));
-    }
-    body.insert("stream".into(), Value::Bool(req.stream));
-    if req.stream && cfg.include_usage {
-        body.insert("stream_options".into(), json!({ "include_usage": true }));
-    }
-    for (k, v) in parse_extra(&req.extra_json)? {
-        if !RESERVED.contains(&k.as_str()) {
-            body.entry(k).or_insert(v);
-        }
-    }
-    Ok(Value::Object(body))
+pub fn build_body(cfg: &OpenAiConfig, req: &ChatRequest) -> Result<String, ProviderError> {
+    let mut extra = parse_extra(&req.extra_json)?;
+    extra.retain(|k, _| !RESERVED.contains(&k.as_str()));
+    let completion_field = cfg.max_tokens_field == "max_completion_tokens";
+    let body = Body {
+        model: &req.model,
+        messages: Messages(&req.messages),
+        temperature: req.temperature.is_finite().then_some(req.temperature),
+        max_tokens: (!completion_field).then_some(req.max_tokens),
+        max_completion_tokens: completion_field.then_some(req.max_tokens),
+        stop: &req.stop,
+        stream: req.stream,
+        stream_options: (req.stream && cfg.include_usage).then_some(StreamOptions { include_usage: true }),
+        extra,
+    };
+    serde_json::to_string(&body).map_err(|e| adapter_fault(format!("cannot serialise the request body: {e}")))
 }
 
 /// `extra-json` as an object; `""` and `null` are empty.
@@ -99,7 +131,7 @@ fn header(name: &str, value: &str) -> Header {
 mod tests {
     use super::*;
     use crate::testutil::upstream;
-    use gatehouse_sdk::provider::gatehouse::plugin::types::Message;
+    use serde_json::json;
 
     fn chat(stream: bool) -> ChatRequest {
         ChatRequest {
@@ -205,12 +237,30 @@ mod tests {
 
     #[test]
     fn temperature_is_written_as_written() {
-        assert_eq!(json_f32(0.7), Some(json!(0.7)));
-        assert_eq!(json_f32(2.0), Some(json!(2.0)));
-        assert_eq!(json_f32(f32::NAN), None);
         let mut req = chat(false);
-        req.temperature = f32::NAN;
-        assert!(body_of(&build_request(&upstream(None, ""), &req).expect("ok")).get("temperature").is_none());
+        for (t, written) in [(0.7, "\"temperature\":0.7,"), (2.0, "\"temperature\":2.0,"), (0.1, "\"temperature\":0.1,")] {
+            req.temperature = t;
+            let body = build_request(&upstream(None, ""), &req).expect("ok").body;
+            assert!(body.contains(written), "{body}");
+        }
+        for t in [f32::NAN, f32::INFINITY] {
+            req.temperature = t;
+            assert!(body_of(&build_request(&upstream(None, ""), &req).expect("ok")).get("temperature").is_none());
+        }
+    }
+
+    #[test]
+    fn the_body_is_one_flat_object_with_each_key_once() {
+        let mut req = chat(true);
+        req.stop = vec!["x".to_string()];
+        req.extra_json = r#"{"seed":7,"temperature":1.5,"user":"u-1"}"#.to_string();
+        let body = build_request(&upstream(None, ""), &req).expect("ok").body;
+        let b: serde_json::Map<String, Value> = serde_json::from_str(&body).expect("object");
+        let mut keys: Vec<&str> = b.keys().map(String::as_str).collect();
+        keys.sort();
+        assert_eq!(keys, ["max_tokens", "messages", "model", "seed", "stop", "stream", "stream_options", "temperature", "user"]);
+        assert_eq!(body.matches("\"temperature\"").count(), 1, "{body}");
+        assert_eq!(b["temperature"], json!(0.7));
     }
 
     #[test]

@@ -1,6 +1,8 @@
 //! A complete (non-streaming) OpenAI response → [`Completion`].
 
 use gatehouse_sdk::provider::exports::gatehouse::plugin::provider_api::{Completion, ProviderError, Upstream, Usage};
+use serde::Deserialize;
+use serde::de::IgnoredAny;
 use serde_json::Value;
 
 use crate::errors::{error_object, http_error, malformed, object_error};
@@ -12,6 +14,14 @@ pub fn parse_response(up: &Upstream, status: u16, body: &str) -> Result<Completi
     if !(200..300).contains(&status) {
         return Err(http_error(status, body, key));
     }
+    match Typed::read(body).and_then(Typed::completion) {
+        Some(c) => Ok(c),
+        None => read_value(body, key),
+    }
+}
+
+/// [`parse_response`] of a 2xx body through a `serde_json::Value`: every shape, every error.
+fn read_value(body: &str, key: Option<&str>) -> Result<Completion, ProviderError> {
     let v: Value = serde_json::from_str(body).map_err(|e| malformed(format!("body is not JSON ({e})")))?;
     if let Some(err) = error_object(&v) {
         return Err(object_error(&err, key));
@@ -26,6 +36,97 @@ pub fn parse_response(up: &Upstream, status: u16, body: &str) -> Result<Completi
     };
     let finish_reason = choice.get("finish_reason").and_then(Value::as_str).unwrap_or("stop").to_string();
     Ok(Completion { content, finish_reason, usage: usage_of(&v) })
+}
+
+/// The shape nearly every answer and stream chunk has, read without building
+/// a `serde_json::Value` tree: unknown fields are skipped, not stored. It
+/// reads what the `Value`-based code below reads and gives the same result;
+/// for anything else (an error object, a field of another type, no
+/// `choices`) it gives up and that code decides, so odd answers keep their
+/// exact handling. Tests compare the two on every fixture.
+#[derive(Deserialize)]
+pub struct Typed {
+    choices: Option<Vec<TypedChoice>>,
+    #[serde(default)]
+    usage: Option<TypedUsage>,
+    #[serde(default)]
+    x_groq: Option<TypedGroq>,
+    #[serde(default)]
+    error: Option<IgnoredAny>,
+    #[serde(default)]
+    object: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct TypedChoice {
+    #[serde(default)]
+    index: Option<u64>,
+    #[serde(default)]
+    message: Option<TypedMessage>,
+    #[serde(default)]
+    delta: Option<TypedMessage>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct TypedMessage {
+    #[serde(default)]
+    content: Option<String>,
+}
+
+#[derive(Deserialize)]
+struct TypedUsage {
+    #[serde(default)]
+    prompt_tokens: Option<u64>,
+    #[serde(default)]
+    completion_tokens: Option<u64>,
+}
+
+#[derive(Deserialize)]
+struct TypedGroq {
+    #[serde(default)]
+    usage: Option<TypedUsage>,
+}
+
+/// What one stream chunk carries: text, finish reason, usage.
+pub type ChunkParts = (String, Option<String>, Option<Usage>);
+
+impl Typed {
+    /// `None` when the text does not have the expected shape, or carries an error.
+    pub fn read(json: &str) -> Option<Typed> {
+        let t: Typed = serde_json::from_str(json).ok()?;
+        (t.error.is_none() && t.object.as_deref() != Some("error") && t.choices.is_some()).then_some(t)
+    }
+
+    /// The choice with `index` 0, or the first one listed.
+    fn take_first_choice(&mut self) -> Option<TypedChoice> {
+        let choices = self.choices.as_mut()?;
+        let at = choices.iter().position(|c| c.index == Some(0)).or((!choices.is_empty()).then_some(0))?;
+        Some(choices.swap_remove(at))
+    }
+
+    fn usage(&mut self) -> Option<Usage> {
+        let u = self.usage.take().or_else(|| self.x_groq.take().and_then(|x| x.usage))?;
+        let count = |n: Option<u64>| n.map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX));
+        Some(Usage { prompt_tokens: count(u.prompt_tokens), completion_tokens: count(u.completion_tokens) })
+    }
+
+    /// A complete answer; `None` when it has no choice or the choice no message.
+    pub fn completion(mut self) -> Option<Completion> {
+        let choice = self.take_first_choice()?;
+        let content = choice.message?.content.unwrap_or_default();
+        Some(Completion { content, finish_reason: choice.finish_reason.unwrap_or_else(|| "stop".to_string()), usage: self.usage() })
+    }
+
+    /// A stream chunk (`choices` may be empty: the usage-only chunk).
+    pub fn chunk(mut self) -> ChunkParts {
+        let (content, finish) = match self.take_first_choice() {
+            Some(c) => (c.delta.and_then(|d| d.content).unwrap_or_default(), c.finish_reason),
+            None => (String::new(), None),
+        };
+        (content, finish, self.usage())
+    }
 }
 
 /// The choice with `index` 0, or the first one listed.
@@ -68,6 +169,55 @@ mod tests {
         assert_eq!(c.content, "The sky is blue because");
         assert_eq!(c.finish_reason, "length");
         assert_eq!(c.usage.map(|u| u.completion_tokens), Some(5));
+    }
+
+    /// The typed reading gives what the `Value` reading gives, wherever it answers at all.
+    #[test]
+    fn typed_and_value_readings_agree() {
+        let bodies = [
+            include_str!("../fixtures/completion.json"),
+            include_str!("../fixtures/completion_ollama.json"),
+            include_str!("../fixtures/completion_tool_calls.json"),
+            r#"{"choices":[{"index":1,"message":{"content":"second"}},{"index":0,"message":{"content":"first"},"finish_reason":"length"}]}"#,
+            r#"{"choices":[{"message":{"content":"no index"}}],"usage":null,"x_groq":{"usage":{"prompt_tokens":3,"completion_tokens":4}}}"#,
+            r#"{"choices":[{"message":{"content":"e\u00e9\n\"q\""},"finish_reason":null}],"usage":{"prompt_tokens":99999999999}}"#,
+            r#"{"choices":[{"message":{}}],"usage":{}}"#,
+            r#"{"choices":[{"message":{"content":null}}],"error":null}"#,
+            r#"{"choices":[{"message":{"content":"x"},"finish_reason":7}]}"#,
+            r#"{"choices":[{"message":{"content":"x"}}],"usage":{"prompt_tokens":"1"}}"#,
+            r#"{"choices":[{"message":{"content":"x"}}],"usage":5}"#,
+            r#"{"choices":[{"message":{"content":"x"}}],"error":{"message":"boom","type":"server_error"}}"#,
+            r#"{"choices":[{"message":{"content":"x"}}],"error":"plain"}"#,
+            r#"{"choices":[{"message":{"content":"x"}}],"object":"error","message":"old vllm"}"#,
+            r#"{"choices":[{"message":{"content":5}}]}"#,
+            r#"{"choices":[{"index":"0","message":{"content":"x"}}]}"#,
+            r#"{"choices":[]}"#,
+            r#"{"choices":null}"#,
+            r#"{"choices":[{"delta":{"content":"x"}}]}"#,
+            r#"{}"#,
+            "[]",
+            "",
+        ];
+        let mut typed = 0;
+        for body in bodies {
+            let slow = read_value(body, None);
+            match Typed::read(body).and_then(Typed::completion) {
+                Some(fast) => {
+                    typed += 1;
+                    let slow = slow.unwrap_or_else(|e| panic!("{body}: typed Ok, value Err {}", e.message));
+                    assert_eq!(fast.content, slow.content, "{body}");
+                    assert_eq!(fast.finish_reason, slow.finish_reason, "{body}");
+                    let pair = |u: Option<Usage>| u.map(|u| (u.prompt_tokens, u.completion_tokens));
+                    assert_eq!(pair(fast.usage), pair(slow.usage), "{body}");
+                }
+                None => {
+                    // Whatever the Value reading says stands; parse_response gives exactly that.
+                    let via = parse_response(&upstream(None, ""), 200, body);
+                    assert_eq!(via.is_ok(), slow.is_ok(), "{body}");
+                }
+            }
+        }
+        assert_eq!(typed, 8, "the usual shapes take the typed reading");
     }
 
     #[test]

@@ -10,7 +10,7 @@ use gatehouse_sdk::provider::exports::gatehouse::plugin::provider_api::{Provider
 use serde_json::Value;
 
 use crate::errors::{error_object, malformed, object_error};
-use crate::response::{first_choice, usage_of};
+use crate::response::{Typed, first_choice, usage_of};
 
 /// Translate one event; `state` is handed back unchanged.
 pub fn parse_stream_event(up: &Upstream, state: String, event: &StreamEvent) -> Result<StreamOutput, ProviderError> {
@@ -23,11 +23,22 @@ pub fn parse_stream_event(up: &Upstream, state: String, event: &StreamEvent) -> 
     if data.is_empty() {
         return Ok(out);
     }
+    if event.event != "error"
+        && let Some(t) = Typed::read(data)
+    {
+        (out.content, out.finish_reason, out.usage) = t.chunk();
+        return Ok(out);
+    }
+    read_value(up, out, &event.event, data)
+}
+
+/// [`parse_stream_event`] of a JSON event through a `serde_json::Value`: every shape, every error.
+fn read_value(up: &Upstream, mut out: StreamOutput, event: &str, data: &str) -> Result<StreamOutput, ProviderError> {
     let v: Value = serde_json::from_str(data).map_err(|e| malformed(format!("stream event is not JSON ({e})")))?;
     if let Some(err) = error_object(&v) {
         return Err(object_error(&err, up.api_key.as_deref()));
     }
-    if event.event == "error" {
+    if event == "error" {
         return Err(object_error(&v, up.api_key.as_deref()));
     }
     if let Some(choice) = first_choice(&v) {
@@ -97,6 +108,46 @@ mod tests {
             }
         }
         r
+    }
+
+    /// The typed reading gives what the `Value` reading gives, wherever it answers at all.
+    #[test]
+    fn typed_and_value_readings_agree() {
+        let mut data: Vec<String> = [include_str!("../fixtures/stream_openai.txt"), include_str!("../fixtures/stream_groq.txt")]
+            .iter()
+            .flat_map(|t| events(t))
+            .map(|e| e.data)
+            .filter(|d| d != "[DONE]")
+            .collect();
+        data.extend(
+            [
+                r#"{"choices":[{"index":0,"delta":{"role":"assistant","content":""},"finish_reason":null}]}"#,
+                r#"{"choices":[{"index":0,"delta":{},"finish_reason":"stop"}]}"#,
+                r#"{"choices":[],"usage":{"prompt_tokens":5,"completion_tokens":6,"total_tokens":11}}"#,
+                r#"{"choices":[{"delta":{"content":"a\nb"}}],"x_groq":{"usage":{"prompt_tokens":1}}}"#,
+                r#"{"choices":[{"delta":{"content":7}}]}"#,
+                r#"{"choices":null}"#,
+                r#"{"id":"x"}"#,
+                r#"{"error":{"message":"overloaded","type":"server_error"}}"#,
+            ]
+            .map(String::from),
+        );
+        use gatehouse_sdk::provider::exports::gatehouse::plugin::provider_api::Usage;
+        let up = upstream(None, "");
+        let blank = || StreamOutput { content: String::new(), finish_reason: None, usage: None, done: false, state: String::new() };
+        let mut typed = 0;
+        for d in &data {
+            let slow = read_value(&up, blank(), "", d);
+            let Some(t) = Typed::read(d) else { continue };
+            typed += 1;
+            let slow = slow.unwrap_or_else(|e| panic!("{d}: typed Ok, value Err {}", e.message));
+            let (content, finish, usage) = t.chunk();
+            assert_eq!(content, slow.content, "{d}");
+            assert_eq!(finish, slow.finish_reason, "{d}");
+            let pair = |u: Option<Usage>| u.map(|u| (u.prompt_tokens, u.completion_tokens));
+            assert_eq!(pair(usage), pair(slow.usage), "{d}");
+        }
+        assert!(typed >= data.len() - 4, "{typed} of {}", data.len());
     }
 
     #[test]
