@@ -8,6 +8,10 @@
 //! Rows marked "small" measure the fixed cost (tiny inputs); the others show
 //! what a realistic 2 KB prompt adds inside the guest. The retriever world
 //! has a row only when a retriever component is bundled.
+//!
+//! `GATEHOUSE_BENCH_PLUGINS=DIR` loads DIR's components over the bundled
+//! ones of the same name (the watched folder's override), so a guest change
+//! or a guest build option can be measured without rebuilding the host.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -196,7 +200,8 @@ fn main() {
     let filter = std::env::args().skip(1).find(|a| !a.starts_with('-'));
     let b = Bench { filter };
     let data = tempfile::tempdir().expect("tmp");
-    let rt = PluginRuntime::start(&PluginsConfig::default(), data.path(), Arc::new(LogSink)).expect("runtime");
+    let config = PluginsConfig { dir: std::env::var_os("GATEHOUSE_BENCH_PLUGINS").map(Into::into), ..PluginsConfig::default() };
+    let rt = PluginRuntime::start(&config, data.path(), Arc::new(LogSink)).expect("runtime");
     let reg = rt.snapshot();
     let prompt = "Please summarise the attached quarterly report for the board. ".repeat(32); // ~2 KB
 
@@ -205,4 +210,8 @@ fn main() {
     shields(&b, &reg, &prompt);
     retrievers(&b, &reg);
     println!("(instantiate + call + drop, one thread; {} plugins loaded)", reg.len());
+    if let Some(dir) = &config.dir {
+        let from_dir = reg.list().into_iter().filter(|p| matches!(p.source, gatehouse::wasm::Source::File(_))).count();
+        println!("({from_dir} of them from {})", dir.display());
+    }
 }

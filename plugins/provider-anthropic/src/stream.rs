@@ -51,16 +51,58 @@ impl StreamState {
 
 /// Translate one event.
 pub fn parse_stream_event(up: &Upstream, state: &str, event: &StreamEvent) -> Result<StreamOutput, ProviderError> {
-    let mut st = StreamState::decode(state)?;
+    let st = StreamState::decode(state)?;
     let mut out = StreamOutput { content: String::new(), finish_reason: None, usage: None, done: false, state: String::new() };
     let data = event.data.trim();
     if data.is_empty() {
         out.state = st.encode();
         return Ok(out);
     }
+    if let Some(text) = text_delta(data) {
+        out.content = text;
+        out.state = st.encode();
+        return Ok(out);
+    }
+    read_value(up, st, out, &event.event, data)
+}
+
+/// A `content_block_delta` event: nearly every event of a stream, one per
+/// few tokens.
+#[derive(Deserialize)]
+struct TypedDelta {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    delta: Option<TypedDeltaBody>,
+}
+
+#[derive(Deserialize)]
+struct TypedDeltaBody {
+    #[serde(rename = "type")]
+    kind: Option<String>,
+    text: Option<String>,
+}
+
+/// The text of a `content_block_delta` event, read without building a
+/// `serde_json::Value` tree (other fields are skipped, not stored). `None`
+/// for any other event or shape: [`read_value`] then decides, so every odd
+/// event keeps its exact handling (a test compares the two readings).
+fn text_delta(data: &str) -> Option<String> {
+    let t: TypedDelta = serde_json::from_str(data).ok()?;
+    if t.kind.as_deref() != Some("content_block_delta") {
+        return None;
+    }
+    match t.delta {
+        Some(TypedDeltaBody { kind: Some(k), text }) if k == "text_delta" => Some(text.unwrap_or_default()),
+        Some(TypedDeltaBody { kind: Some(_), .. }) => Some(String::new()),
+        _ => None,
+    }
+}
+
+/// [`parse_stream_event`] of a JSON event through a `serde_json::Value`: every event type, every shape.
+fn read_value(up: &Upstream, mut st: StreamState, mut out: StreamOutput, event: &str, data: &str) -> Result<StreamOutput, ProviderError> {
     let v: Value = serde_json::from_str(data).map_err(|e| malformed(format!("stream event is not JSON ({e})")))?;
     // The JSON `type` is authoritative; the SSE event name is the fallback.
-    let kind = v.get("type").and_then(Value::as_str).unwrap_or(event.event.as_str());
+    let kind = v.get("type").and_then(Value::as_str).unwrap_or(event);
     match kind {
         "message_start" => {
             if let Some(u) = v.get("message").and_then(|m| m.get("usage")) {
@@ -163,6 +205,44 @@ mod tests {
             }
         }
         r
+    }
+
+    /// The typed reading of `content_block_delta` gives what the `Value` reading gives.
+    #[test]
+    fn typed_and_value_readings_agree() {
+        let mut data: Vec<String> = [
+            include_str!("../fixtures/stream.txt"),
+            include_str!("../fixtures/stream_tool_use.txt"),
+            include_str!("../fixtures/stream_overloaded.txt"),
+        ]
+        .iter()
+        .flat_map(|t| events(t))
+        .map(|e| e.data)
+        .collect();
+        data.extend(
+            [
+                r#"{"type":"content_block_delta","index":0,"delta":{"type":"text_delta","text":"a\n\u00e9"}}"#,
+                r#"{"type":"content_block_delta","index":1,"delta":{"type":"input_json_delta","partial_json":"{\"a\""}}"#,
+                r#"{"type":"content_block_delta","delta":{"type":"thinking_delta","thinking":"hm"}}"#,
+                r#"{"type":"content_block_delta","delta":{"type":"text_delta"}}"#,
+                r#"{"type":"content_block_delta","delta":{"type":"text_delta","text":5}}"#,
+                r#"{"type":"content_block_delta","delta":{"text":"no type"}}"#,
+                r#"{"type":"content_block_delta"}"#,
+                r#"{"type":"content_block_delta","delta":null}"#,
+            ]
+            .map(String::from),
+        );
+        let up = upstream(None, "");
+        let blank = || StreamOutput { content: String::new(), finish_reason: None, usage: None, done: false, state: String::new() };
+        let mut typed = 0;
+        for d in &data {
+            let Some(text) = text_delta(d) else { continue };
+            typed += 1;
+            let slow = read_value(&up, StreamState::default(), blank(), "", d).unwrap_or_else(|e| panic!("{d}: {}", e.message));
+            assert_eq!(text, slow.content, "{d}");
+            assert!(slow.finish_reason.is_none() && slow.usage.is_none() && !slow.done, "{d}");
+        }
+        assert!(typed >= 8, "{typed}");
     }
 
     #[test]
