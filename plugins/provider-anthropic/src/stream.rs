@@ -12,6 +12,7 @@
 //! provisional output count of `message_start` must not be billed if the
 //! stream breaks.
 
+use gatehouse_sdk::json::Obj;
 use gatehouse_sdk::provider::exports::gatehouse::plugin::provider_api::{ProviderError, StreamEvent, StreamOutput, Upstream, Usage};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -72,7 +73,7 @@ pub fn parse_stream_event(up: &Upstream, state: &str, event: &StreamEvent) -> Re
 struct TypedDelta {
     #[serde(rename = "type")]
     kind: Option<String>,
-    delta: Option<TypedDeltaBody>,
+    delta: Option<Obj<TypedDeltaBody>>,
 }
 
 #[derive(Deserialize)]
@@ -87,13 +88,13 @@ struct TypedDeltaBody {
 /// for any other event or shape: [`read_value`] then decides, so every odd
 /// event keeps its exact handling (a test compares the two readings).
 fn text_delta(data: &str) -> Option<String> {
-    let t: TypedDelta = serde_json::from_str(data).ok()?;
+    let Obj(t) = serde_json::from_str::<Obj<TypedDelta>>(data).ok()?;
     if t.kind.as_deref() != Some("content_block_delta") {
         return None;
     }
     match t.delta {
-        Some(TypedDeltaBody { kind: Some(k), text }) if k == "text_delta" => Some(text.unwrap_or_default()),
-        Some(TypedDeltaBody { kind: Some(_), .. }) => Some(String::new()),
+        Some(Obj(TypedDeltaBody { kind: Some(k), text })) if k == "text_delta" => Some(text.unwrap_or_default()),
+        Some(Obj(TypedDeltaBody { kind: Some(_), .. })) => Some(String::new()),
         _ => None,
     }
 }
@@ -229,6 +230,8 @@ mod tests {
                 r#"{"type":"content_block_delta","delta":{"text":"no type"}}"#,
                 r#"{"type":"content_block_delta"}"#,
                 r#"{"type":"content_block_delta","delta":null}"#,
+                r#"{"type":"content_block_delta","delta":["text_delta","positional"]}"#,
+                r#"["content_block_delta",["text_delta","x"]]"#,
             ]
             .map(String::from),
         );

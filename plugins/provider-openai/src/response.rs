@@ -1,5 +1,6 @@
 //! A complete (non-streaming) OpenAI response → [`Completion`].
 
+use gatehouse_sdk::json::Obj;
 use gatehouse_sdk::provider::exports::gatehouse::plugin::provider_api::{Completion, ProviderError, Upstream, Usage};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
@@ -46,11 +47,11 @@ fn read_value(body: &str, key: Option<&str>) -> Result<Completion, ProviderError
 /// exact handling. Tests compare the two on every fixture.
 #[derive(Deserialize)]
 pub struct Typed {
-    choices: Option<Vec<TypedChoice>>,
+    choices: Option<Vec<Obj<TypedChoice>>>,
     #[serde(default)]
-    usage: Option<TypedUsage>,
+    usage: Option<Obj<TypedUsage>>,
     #[serde(default)]
-    x_groq: Option<TypedGroq>,
+    x_groq: Option<Obj<TypedGroq>>,
     #[serde(default)]
     error: Option<IgnoredAny>,
     #[serde(default)]
@@ -62,9 +63,9 @@ struct TypedChoice {
     #[serde(default)]
     index: Option<u64>,
     #[serde(default)]
-    message: Option<TypedMessage>,
+    message: Option<Obj<TypedMessage>>,
     #[serde(default)]
-    delta: Option<TypedMessage>,
+    delta: Option<Obj<TypedMessage>>,
     #[serde(default)]
     finish_reason: Option<String>,
 }
@@ -86,7 +87,7 @@ struct TypedUsage {
 #[derive(Deserialize)]
 struct TypedGroq {
     #[serde(default)]
-    usage: Option<TypedUsage>,
+    usage: Option<Obj<TypedUsage>>,
 }
 
 /// What one stream chunk carries: text, finish reason, usage.
@@ -95,19 +96,19 @@ pub type ChunkParts = (String, Option<String>, Option<Usage>);
 impl Typed {
     /// `None` when the text does not have the expected shape, or carries an error.
     pub fn read(json: &str) -> Option<Typed> {
-        let t: Typed = serde_json::from_str(json).ok()?;
+        let Obj(t) = serde_json::from_str::<Obj<Typed>>(json).ok()?;
         (t.error.is_none() && t.object.as_deref() != Some("error") && t.choices.is_some()).then_some(t)
     }
 
     /// The choice with `index` 0, or the first one listed.
     fn take_first_choice(&mut self) -> Option<TypedChoice> {
         let choices = self.choices.as_mut()?;
-        let at = choices.iter().position(|c| c.index == Some(0)).or((!choices.is_empty()).then_some(0))?;
-        Some(choices.swap_remove(at))
+        let at = choices.iter().position(|c| c.0.index == Some(0)).or((!choices.is_empty()).then_some(0))?;
+        Some(choices.swap_remove(at).0)
     }
 
     fn usage(&mut self) -> Option<Usage> {
-        let u = self.usage.take().or_else(|| self.x_groq.take().and_then(|x| x.usage))?;
+        let Obj(u) = self.usage.take().or_else(|| self.x_groq.take().and_then(|x| x.0.usage))?;
         let count = |n: Option<u64>| n.map_or(0, |n| u32::try_from(n).unwrap_or(u32::MAX));
         Some(Usage { prompt_tokens: count(u.prompt_tokens), completion_tokens: count(u.completion_tokens) })
     }
@@ -115,14 +116,14 @@ impl Typed {
     /// A complete answer; `None` when it has no choice or the choice no message.
     pub fn completion(mut self) -> Option<Completion> {
         let choice = self.take_first_choice()?;
-        let content = choice.message?.content.unwrap_or_default();
+        let content = choice.message?.0.content.unwrap_or_default();
         Some(Completion { content, finish_reason: choice.finish_reason.unwrap_or_else(|| "stop".to_string()), usage: self.usage() })
     }
 
     /// A stream chunk (`choices` may be empty: the usage-only chunk).
     pub fn chunk(mut self) -> ChunkParts {
         let (content, finish) = match self.take_first_choice() {
-            Some(c) => (c.delta.and_then(|d| d.content).unwrap_or_default(), c.finish_reason),
+            Some(c) => (c.delta.and_then(|d| d.0.content).unwrap_or_default(), c.finish_reason),
             None => (String::new(), None),
         };
         (content, finish, self.usage())
@@ -194,6 +195,11 @@ mod tests {
             r#"{"choices":[]}"#,
             r#"{"choices":null}"#,
             r#"{"choices":[{"delta":{"content":"x"}}]}"#,
+            r#"{"choices":[{"message":["x"]}]}"#,
+            r#"{"choices":[[0,{"content":"x"}]]}"#,
+            r#"{"choices":[{"message":{"content":"x"}}],"usage":[1,2]}"#,
+            r#"{"choices":[{"message":{"content":"x"}}],"usage":null,"x_groq":[[1,2]]}"#,
+            r#"[[{"message":{"content":"x"}}]]"#,
             r#"{}"#,
             "[]",
             "",

@@ -128,6 +128,8 @@ mod tests {
                 r#"{"choices":[{"delta":{"content":7}}]}"#,
                 r#"{"choices":null}"#,
                 r#"{"id":"x"}"#,
+                r#"{"choices":[{"delta":["x"]}]}"#,
+                r#"{"choices":[{"delta":{"content":"x"}}],"usage":[3,4]}"#,
                 r#"{"error":{"message":"overloaded","type":"server_error"}}"#,
             ]
             .map(String::from),
@@ -147,7 +149,7 @@ mod tests {
             let pair = |u: Option<Usage>| u.map(|u| (u.prompt_tokens, u.completion_tokens));
             assert_eq!(pair(usage), pair(slow.usage), "{d}");
         }
-        assert!(typed >= data.len() - 4, "{typed} of {}", data.len());
+        assert!(typed >= data.len() - 6, "{typed} of {}", data.len());
     }
 
     #[test]

@@ -123,3 +123,58 @@ macro_rules! export_retriever {
         }
     };
 }
+
+/// Helpers for reading JSON in guests.
+pub mod json {
+    use std::fmt;
+    use std::marker::PhantomData;
+
+    use serde::de::value::MapAccessDeserializer;
+    use serde::de::{Deserialize, Deserializer, MapAccess, Visitor};
+
+    /// `T` read from a JSON object only. A derived `Deserialize` also reads a
+    /// struct from an array, positionally (`[5, 7]` as `{"a": 5, "b": 7}`);
+    /// a typed reading that must give up on any shape but the expected one
+    /// (and leave it to a `serde_json::Value` reading) wraps its structs in this.
+    #[derive(Debug, Clone, PartialEq)]
+    pub struct Obj<T>(pub T);
+
+    impl<'de, T: Deserialize<'de>> Deserialize<'de> for Obj<T> {
+        fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            struct ObjVisitor<T>(PhantomData<T>);
+            impl<'de, T: Deserialize<'de>> Visitor<'de> for ObjVisitor<T> {
+                type Value = Obj<T>;
+                fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                    f.write_str("a JSON object")
+                }
+                fn visit_map<A: MapAccess<'de>>(self, map: A) -> Result<Obj<T>, A::Error> {
+                    T::deserialize(MapAccessDeserializer::new(map)).map(Obj)
+                }
+            }
+            d.deserialize_map(ObjVisitor(PhantomData))
+        }
+    }
+
+    #[cfg(test)]
+    mod tests {
+        use super::Obj;
+
+        #[derive(serde::Deserialize, Debug, PartialEq)]
+        struct Pair {
+            a: u32,
+            b: Option<u32>,
+        }
+
+        #[test]
+        fn objects_only() {
+            let p: Obj<Pair> = serde_json::from_str(r#"{"b":7,"a":5,"c":[1]}"#).expect("object");
+            assert_eq!(p.0, Pair { a: 5, b: Some(7) });
+            // A plain derive reads the array positionally; Obj refuses it.
+            assert_eq!(serde_json::from_str::<Pair>("[5,7]").expect("positional"), Pair { a: 5, b: Some(7) });
+            for not_object in ["[5,7]", "5", "\"x\"", "null"] {
+                assert!(serde_json::from_str::<Obj<Pair>>(not_object).is_err(), "{not_object}");
+            }
+            assert_eq!(serde_json::from_str::<Option<Obj<Pair>>>("null").expect("null"), None);
+        }
+    }
+}
