@@ -104,6 +104,8 @@ async fn metrics_parse_as_openmetrics_and_count_what_happened() {
     ] {
         assert_eq!(after.families.get(family).map(String::as_str), Some(kind), "family {family}");
     }
+    // Call times are by plugin name; the `info()` probe of a load is not a series of its own.
+    assert!(!after.samples.keys().any(|k| k.contains("(loading)")), "no series for a plugin being loaded");
     // Every attempt's provider instance went back with its request (failed attempts too).
     assert!(after.samples.contains_key(&key("gatehouse_plugin_provider_sessions", &[])), "the gauge is exported");
     assert_eq!(after.get("gatehouse_plugin_provider_sessions", &[]), 0.0, "no provider session outlives its request");

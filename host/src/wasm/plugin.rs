@@ -137,6 +137,9 @@ pub struct Plugin {
     engine: Engine,
     pre: Pre,
     grants: ArcSwap<Grants>,
+    /// `gatehouse_plugin_call_duration_seconds{plugin=<name>}`, looked up once
+    /// the name is known (none while `info()` is probed at load).
+    call_metric: Option<prometheus_client::metrics::histogram::Histogram>,
 }
 
 /// A plugin as `GET /api/admin/plugins` shows it.
@@ -249,7 +252,9 @@ impl Plugin {
         self.stats.calls.fetch_add(1, Ordering::Relaxed);
         self.stats.nanos.fetch_add(took.as_nanos() as u64, Ordering::Relaxed);
         let out = r.map_err(|e| self.classify(store, e));
-        crate::metrics::get().plugin_call(&self.name, took);
+        if let Some(h) = &self.call_metric {
+            h.observe(took.as_secs_f64());
+        }
         if let Err(e) = &out {
             self.record_fault(e);
         }
@@ -812,6 +817,7 @@ pub fn load(
         engine: engine.clone(),
         pre,
         grants: ArcSwap::new(probe_grants),
+        call_metric: None,
     };
     let (name, version, description, info_kind) = plugin.info().map_err(|e| format!("info() failed: {e}"))?;
     if info_kind != kind {
@@ -821,6 +827,7 @@ pub fn load(
         return Err(format!("info() gave an invalid name {name:?} (use letters, digits, - _ .)"));
     }
     plugin.grants = ArcSwap::new(grants_for(&name));
+    plugin.call_metric = Some(crate::metrics::get().plugin_call_histogram(&name));
     plugin.name = name;
     plugin.version = version;
     plugin.description = description;
