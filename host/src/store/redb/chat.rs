@@ -10,14 +10,17 @@ use crate::store::StoreResult;
 use crate::store::model::AuditEntry;
 use crate::store::records::{Claim, IdempotencyRecord, IdempotencyState, OutboxEvent, RequestOutcome, UsageTotals};
 
-pub fn add_usage(txn: &WriteTransaction, key: &str, prompt: u64, completion: u64) -> StoreResult<()> {
+/// Add the tokens to each row of `keys` (`user/<id>`, `key/<id>`), with the table opened once.
+pub fn add_usage(txn: &WriteTransaction, keys: &[&str], prompt: u64, completion: u64) -> StoreResult<()> {
     let mut t = txn.open_table(USAGE).map_err(backend)?;
-    let mut totals: UsageTotals = match t.get(key).map_err(backend)? {
-        Some(v) => decode(v.value())?,
-        None => UsageTotals::default(),
-    };
-    totals.add(prompt, completion);
-    t.insert(key, encode(&totals)?.as_slice()).map_err(backend)?;
+    for key in keys {
+        let mut totals: UsageTotals = match t.get(*key).map_err(backend)? {
+            Some(v) => decode(v.value())?,
+            None => UsageTotals::default(),
+        };
+        totals.add(prompt, completion);
+        t.insert(*key, encode(&totals)?.as_slice()).map_err(backend)?;
+    }
     Ok(())
 }
 
@@ -50,8 +53,8 @@ pub fn finish(txn: &WriteTransaction, o: &RequestOutcome) -> StoreResult<()> {
         }
     }
     if let Some(u) = &o.usage {
-        add_usage(txn, &format!("user/{}", u.user_id), u.prompt_tokens, u.completion_tokens)?;
-        add_usage(txn, &format!("key/{}", u.key_id), u.prompt_tokens, u.completion_tokens)?;
+        let (user, key) = (format!("user/{}", u.user_id), format!("key/{}", u.key_id));
+        add_usage(txn, &[&user, &key], u.prompt_tokens, u.completion_tokens)?;
     }
     push_events(txn, &o.events)?;
     audit::append(txn, &o.audit)
