@@ -48,45 +48,33 @@ fn read_value(body: &str, key: Option<&str>) -> Result<Completion, ProviderError
 #[derive(Deserialize)]
 pub struct Typed {
     choices: Option<Vec<Obj<TypedChoice>>>,
-    #[serde(default)]
     usage: Option<Obj<TypedUsage>>,
-    #[serde(default)]
     x_groq: Option<Obj<TypedGroq>>,
-    #[serde(default)]
     error: Option<IgnoredAny>,
-    #[serde(default)]
     object: Option<String>,
 }
 
 #[derive(Deserialize)]
 struct TypedChoice {
-    #[serde(default)]
     index: Option<u64>,
-    #[serde(default)]
     message: Option<Obj<TypedMessage>>,
-    #[serde(default)]
     delta: Option<Obj<TypedMessage>>,
-    #[serde(default)]
     finish_reason: Option<String>,
 }
 
 #[derive(Deserialize)]
 struct TypedMessage {
-    #[serde(default)]
     content: Option<String>,
 }
 
 #[derive(Deserialize)]
 struct TypedUsage {
-    #[serde(default)]
     prompt_tokens: Option<u64>,
-    #[serde(default)]
     completion_tokens: Option<u64>,
 }
 
 #[derive(Deserialize)]
 struct TypedGroq {
-    #[serde(default)]
     usage: Option<Obj<TypedUsage>>,
 }
 
