@@ -3,7 +3,7 @@
 # Installs what is missing (Debian nginx, LiteLLM's proxy in a venv, oha), then runs the Rust driver
 # tests/examples/compare/ and prints one table. Figures and method: docs/benchmarks.md.
 #
-#   bash tests/bench/compare.sh [--secs 10] [--rates 200,1000] [--only direct,nginx,litellm,durable,relaxed]
+#   bash tests/bench/compare.sh [--secs 10] [--rates 200,1000] [--only direct,nginx,litellm,durable,relaxed] [--rounds 3]
 #                               [--markdown FILE]
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"

@@ -14,7 +14,13 @@
 //! `--only direct,nginx,litellm,durable,relaxed`, `--delay-ms D` (the mock's
 //! answer time, default 1), `--chunk-delay-ms C` (between stream deltas,
 //! default 1), `--conns N` (max-throughput connections, default 64),
-//! `--markdown FILE` (also write the table there).
+//! `--rounds N` (run every target N times, round by round, then print the
+//! medians; default 1), `--markdown FILE` (also write the tables there).
+//!
+//! Rounds: on a shared machine a run of one target can be a fifth slower
+//! than the next. With `--rounds N` each round runs every target once, in
+//! order, so nginx and Gatehouse of one round see the same machine; the
+//! ratios to nginx are taken within each round and their median reported.
 
 mod load;
 mod mock;
@@ -40,6 +46,7 @@ struct Opts {
     delay_ms: u64,
     chunk_delay_ms: u64,
     conns: u32,
+    rounds: u32,
     markdown: Option<PathBuf>,
 }
 
@@ -53,6 +60,7 @@ fn parse_args(args: &[String]) -> anyhow::Result<Opts> {
         delay_ms: 1,
         chunk_delay_ms: 1,
         conns: 64,
+        rounds: 1,
         markdown: None,
     };
     for pair in args.chunks(2) {
@@ -66,6 +74,7 @@ fn parse_args(args: &[String]) -> anyhow::Result<Opts> {
             "--delay-ms" => o.delay_ms = v.parse()?,
             "--chunk-delay-ms" => o.chunk_delay_ms = v.parse()?,
             "--conns" => o.conns = v.parse()?,
+            "--rounds" => o.rounds = v.parse::<u32>()?.max(1),
             "--markdown" => o.markdown = Some(v.into()),
             other => bail!("unknown option {other}"),
         }
@@ -211,7 +220,6 @@ async fn run(o: Opts) -> anyhow::Result<()> {
     let gatehouse_bin = if gh_wanted { gatehouse_tests::server::binary().to_path_buf() } else { PathBuf::new() };
     let (mock, mock_port) = start_mock(&o)?;
     let mock_pid = mock.0.id();
-    let mut rows: Vec<Row> = Vec::new();
 
     type Starter<'a> = Box<dyn Fn() -> anyhow::Result<targets::Target> + 'a>;
     let list: Vec<(&str, &str, Starter)> = vec![
@@ -226,31 +234,30 @@ async fn run(o: Opts) -> anyhow::Result<()> {
         eprintln!("warming Gatehouse's compiled-plugin cache");
         drop(targets::gatehouse(&gatehouse_bin, mock_port, false)?);
     }
-    for (tag, name, start) in &list {
-        if !wanted(&o, tag) {
-            continue;
+    let mut rounds: Vec<Vec<Row>> = Vec::new();
+    let mut out = String::new();
+    for round in 1..=o.rounds {
+        if o.rounds > 1 {
+            eprintln!("round {round} of {}", o.rounds);
         }
-        eprintln!("{name}: starting");
-        let mut row = Row::new(name);
-        match start() {
-            Ok(t) => {
-                row.startup = t.startup;
-                if let Err(e) = measure(&o, &t, &mut row).await {
-                    eprintln!("{name}: {e:#}");
-                    if let Some(log) = t.log.as_ref().and_then(|p| std::fs::read(p).ok()).map(|b| String::from_utf8_lossy(&b).into_owned())
-                    {
-                        let lines: Vec<&str> = log.lines().collect();
-                        eprintln!("{name}: end of its log:\n{}", lines[lines.len().saturating_sub(40)..].join("\n"));
-                    }
-                    row.failure = Some(format!("{e:#}").lines().next().unwrap_or_default().to_owned());
-                }
+        let mut rows: Vec<Row> = Vec::new();
+        for (tag, name, start) in &list {
+            if !wanted(&o, tag) {
+                continue;
             }
-            Err(e) => {
-                eprintln!("{name}: could not start: {e:#}");
-                row.failure = Some(format!("could not start: {}", format!("{e:#}").lines().next().unwrap_or_default()));
-            }
+            eprintln!("{name}: starting");
+            rows.push(measure_target(&o, name, start).await);
         }
-        rows.push(row);
+        let text = table::render(&rows, &o.rates);
+        if o.rounds > 1 {
+            let section = format!("Round {round} of {} ({} UTC)\n{text}", o.rounds, chrono::Utc::now().format("%H:%M"));
+            eprintln!("{section}");
+            out.push_str(&section);
+            out.push('\n');
+        } else {
+            out.push_str(&text);
+        }
+        rounds.push(rows);
     }
     drop(mock);
     let load_after = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
@@ -265,10 +272,37 @@ async fn run(o: Opts) -> anyhow::Result<()> {
         load_before,
         load_after
     );
-    let text = table::render(&rows, &o.rates);
-    println!("{header}\n{text}");
+    if o.rounds > 1 {
+        out.push_str(&format!("Medians of {} rounds (min–max in brackets; ratios to nginx taken within each round)\n", o.rounds));
+        out.push_str(&table::render_medians(&rounds, &o.rates));
+    }
+    println!("{header}\n{out}");
     if let Some(path) = &o.markdown {
-        std::fs::write(path, format!("{header}\n{text}"))?;
+        std::fs::write(path, format!("{header}\n{out}"))?;
     }
     Ok(())
+}
+
+/// Start one target and measure it; a target that cannot start or fails a
+/// check gets a row saying why (with the end of its log on stderr).
+async fn measure_target(o: &Opts, name: &str, start: &dyn Fn() -> anyhow::Result<targets::Target>) -> Row {
+    let mut row = Row::new(name);
+    match start() {
+        Ok(t) => {
+            row.startup = t.startup;
+            if let Err(e) = measure(o, &t, &mut row).await {
+                eprintln!("{name}: {e:#}");
+                if let Some(log) = t.log.as_ref().and_then(|p| std::fs::read(p).ok()).map(|b| String::from_utf8_lossy(&b).into_owned()) {
+                    let lines: Vec<&str> = log.lines().collect();
+                    eprintln!("{name}: end of its log:\n{}", lines[lines.len().saturating_sub(40)..].join("\n"));
+                }
+                row.failure = Some(format!("{e:#}").lines().next().unwrap_or_default().to_owned());
+            }
+        }
+        Err(e) => {
+            eprintln!("{name}: could not start: {e:#}");
+            row.failure = Some(format!("could not start: {}", format!("{e:#}").lines().next().unwrap_or_default()));
+        }
+    }
+    row
 }

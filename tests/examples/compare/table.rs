@@ -165,3 +165,239 @@ pub fn render(rows: &[Row], rates: &[u32]) -> String {
     }
     out
 }
+
+/// The median of the values present, with their range; `None` if none.
+fn spread(values: impl IntoIterator<Item = Option<f64>>) -> Option<(f64, f64, f64)> {
+    let mut v: Vec<f64> = values.into_iter().flatten().filter(|x| x.is_finite()).collect();
+    if v.is_empty() {
+        return None;
+    }
+    v.sort_by(f64::total_cmp);
+    let n = v.len();
+    let median = if n % 2 == 1 { v[n / 2] } else { (v[n / 2 - 1] + v[n / 2]) / 2.0 };
+    Some((median, v[0], v[n - 1]))
+}
+
+/// `median (min–max)` with `fmt` for each number; the range only when there is one.
+fn spread_cell(s: Option<(f64, f64, f64)>, fmt: impl Fn(f64) -> String) -> String {
+    match s {
+        None => "—".into(),
+        Some((m, lo, hi)) if lo == hi => fmt(m),
+        Some((m, lo, hi)) => format!("{} ({}–{})", fmt(m), fmt(lo), fmt(hi)),
+    }
+}
+
+/// Per round: the row of `name` and that round's direct and nginx rows.
+struct Round<'a> {
+    row: Option<&'a Row>,
+    base: Option<&'a Row>,
+    nginx: Option<&'a Row>,
+}
+
+/// Added p50 / p90 / p99 at `rate` of the rounds that held it (medians), the
+/// p50's range, and how many rounds held when not all did.
+fn fixed_medians(rounds: &[Round], rate: u32) -> String {
+    let mut added: Vec<[f64; 3]> = Vec::new();
+    let mut measured = 0;
+    let mut is_base = false;
+    for r in rounds {
+        let (Some(row), Some(base)) = (r.row, r.base) else { continue };
+        let Some((_, x)) = row.fixed.iter().find(|(q, _)| *q == rate) else { continue };
+        measured += 1;
+        is_base = std::ptr::eq(row, base);
+        if !held(x, rate) {
+            continue;
+        }
+        if is_base {
+            added.push([x.p50, x.p90, x.p99]);
+        } else if let Some((_, b)) = base.fixed.iter().find(|(q, _)| *q == rate) {
+            added.push([x.p50 - b.p50, x.p90 - b.p90, x.p99 - b.p99]);
+        }
+    }
+    if measured == 0 {
+        return "—".into();
+    }
+    if added.is_empty() {
+        return format!("could not hold {rate} rps in any of {measured} rounds");
+    }
+    let q = |i: usize| spread(added.iter().map(|a| Some(a[i])));
+    let (p50, lo, hi) = q(0).unwrap_or((f64::NAN, f64::NAN, f64::NAN));
+    let mut cell = format!(
+        "{}{} / {} / {} (p50 {}–{})",
+        if is_base { "base " } else { "" },
+        ms(p50),
+        ms(q(1).map_or(f64::NAN, |s| s.0)),
+        ms(q(2).map_or(f64::NAN, |s| s.0)),
+        ms(lo),
+        ms(hi)
+    );
+    if added.len() < measured {
+        cell.push_str(&format!("; held in {} of {measured}", added.len()));
+    }
+    cell
+}
+
+/// Streams: added TTFT p50 / p99 medians over the rounds that held `rate`.
+fn stream_medians(rounds: &[Round], rate: u32) -> String {
+    let mut added: Vec<[f64; 2]> = Vec::new();
+    let mut measured = 0;
+    let mut is_base = false;
+    for r in rounds {
+        let (Some(row), Some(base)) = (r.row, r.base) else { continue };
+        let Some((_, x)) = row.streams.iter().find(|(q, _)| *q == rate) else { continue };
+        measured += 1;
+        is_base = std::ptr::eq(row, base);
+        if !stream_held(x) {
+            continue;
+        }
+        if is_base {
+            added.push([x.quantile(0.5), x.quantile(0.99)]);
+        } else if let Some((_, b)) = base.streams.iter().find(|(q, _)| *q == rate) {
+            added.push([x.quantile(0.5) - b.quantile(0.5), x.quantile(0.99) - b.quantile(0.99)]);
+        }
+    }
+    if measured == 0 {
+        return "—".into();
+    }
+    if added.is_empty() {
+        return format!("could not hold {rate} rps in any of {measured} rounds");
+    }
+    let q = |i: usize| spread(added.iter().map(|a| Some(a[i])));
+    let (p99, lo, hi) = q(1).unwrap_or((f64::NAN, f64::NAN, f64::NAN));
+    let mut cell =
+        format!("{}{} / {} (p99 {}–{})", if is_base { "base " } else { "" }, ms(q(0).map_or(f64::NAN, |s| s.0)), ms(p99), ms(lo), ms(hi));
+    if added.len() < measured {
+        cell.push_str(&format!("; held in {} of {measured}", added.len()));
+    }
+    cell
+}
+
+/// Per round, `f` of the target's row over `f` of that round's nginx row;
+/// their median and range.
+fn ratios(per: &[Round], f: impl Fn(&Row, &Round) -> Option<f64>) -> Option<(f64, f64, f64)> {
+    spread(per.iter().map(|r| {
+        let (a, b) = (f(r.row?, r)?, f(r.nginx?, r)?);
+        (b.abs() > 1e-12 && a.is_finite() && b.is_finite()).then(|| a / b)
+    }))
+}
+
+/// The medians over rounds (each a `Vec<Row>` of one pass over the targets),
+/// in the columns of [`render`]. Ratios to nginx are taken within a round
+/// (both measured minutes apart on the same machine), then their median.
+pub fn render_medians(rounds: &[Vec<Row>], rates: &[u32]) -> String {
+    let top = rates.iter().copied().max().unwrap_or(1000);
+    let mut head = vec!["target".to_owned()];
+    for r in rates {
+        head.push(format!("added p50 / p90 / p99 ms @ {r} rps"));
+    }
+    for r in rates {
+        head.push(format!("stream added TTFT p50 / p99 ms @ {r} rps"));
+    }
+    head.extend(
+        ["max rps (64 conns)", "errors (max runs)", "CPU µs/req", "idle RSS MiB", "peak RSS MiB", "start-up ms"].map(str::to_owned),
+    );
+    head.push(format!("vs nginx: added p50 @ {top} / max rps / CPU"));
+    let mut out = format!("| {} |\n|{}\n", head.join(" | "), "---|".repeat(head.len()));
+    let mut names: Vec<&str> = Vec::new();
+    for rows in rounds {
+        for row in rows {
+            if !names.contains(&row.name.as_str()) {
+                names.push(&row.name);
+            }
+        }
+    }
+    for name in names {
+        let per: Vec<Round> = rounds
+            .iter()
+            .map(|rows| Round {
+                row: rows.iter().find(|r| r.name == name),
+                base: rows.iter().find(|r| r.name.starts_with("direct")),
+                nginx: rows.iter().find(|r| r.name == "nginx"),
+            })
+            .collect();
+        let failed = per.iter().filter(|r| r.row.is_none_or(|row| row.failure.is_some())).count();
+        let mut cells = vec![if failed > 0 { format!("{name} ({failed} of {} rounds incomplete)", per.len()) } else { name.to_owned() }];
+        for &r in rates {
+            cells.push(fixed_medians(&per, r));
+        }
+        for &r in rates {
+            cells.push(stream_medians(&per, r));
+        }
+        let rows = || per.iter().filter_map(|r| r.row);
+        let max_rps = |row: &Row| row.max.as_ref().map(|m| m.ok_rps);
+        cells.push(spread_cell(spread(rows().map(max_rps)), |v| format!("{v:.0}")));
+        let errors: u64 = rows().filter_map(|r| r.max.as_ref()).map(|m| m.errors).sum();
+        cells.push(errors.to_string());
+        cells.push(spread_cell(spread(rows().map(|r| r.cpu_us_per_req)), |v| format!("{v:.0}")));
+        let kib = |k: Option<u64>| k.map(|k| k as f64 / 1024.0);
+        cells.push(spread_cell(spread(rows().map(|r| kib(r.idle_kib))), |v| format!("{v:.1}")));
+        cells.push(spread_cell(spread(rows().map(|r| kib(r.peak_kib))), |v| format!("{v:.1}")));
+        cells.push(spread_cell(spread(rows().map(|r| r.startup.map(|d| d.as_secs_f64() * 1e3))), |v| format!("{v:.0}")));
+        let is_base = name.starts_with("direct");
+        let x = |v: f64| format!("{v:.1}x");
+        cells.push(if is_base || per.iter().all(|r| r.nginx.is_none()) {
+            "—".into()
+        } else {
+            format!(
+                "{} / {} / {}",
+                spread_cell(ratios(&per, |row, r| added_p50(row, r.base, top)), x),
+                spread_cell(ratios(&per, |row, _| max_rps(row)), x),
+                spread_cell(ratios(&per, |row, _| row.cpu_us_per_req), x)
+            )
+        });
+        out.push_str(&format!("| {} |\n", cells.join(" | ")));
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::load::OhaRun;
+
+    fn oha(p50_ms: f64, ok_rps: f64) -> OhaRun {
+        OhaRun {
+            ok: (ok_rps * 10.0) as u64,
+            errors: 0,
+            ok_rps,
+            p50: p50_ms / 1e3,
+            p90: p50_ms / 1e3,
+            p99: p50_ms / 1e3,
+            error_kinds: String::new(),
+        }
+    }
+
+    fn row(name: &str, p50_ms: f64, held_rps: f64, cpu: f64) -> Row {
+        let mut r = Row::new(name);
+        r.fixed.push((1000, oha(p50_ms, held_rps)));
+        r.max = Some(oha(1.0, 1e6 / cpu));
+        r.cpu_us_per_req = Some(cpu);
+        r
+    }
+
+    #[test]
+    fn spread_is_median_and_range() {
+        assert_eq!(spread([Some(3.0), None, Some(1.0), Some(2.0)]), Some((2.0, 1.0, 3.0)));
+        assert_eq!(spread([Some(4.0), Some(1.0)]), Some((2.5, 1.0, 4.0)));
+        assert_eq!(spread([None, Some(f64::NAN)]), None);
+    }
+
+    #[test]
+    fn medians_take_ratios_within_rounds_and_skip_rates_not_held() {
+        // Round 2 is a slow machine for everyone: the per-round CPU ratio stays 10x.
+        let rounds = vec![
+            vec![row("direct to mock", 2.0, 1000.0, 10.0), row("nginx", 2.1, 1000.0, 20.0), row("Gatehouse (durable)", 2.5, 1000.0, 200.0)],
+            vec![row("direct to mock", 2.0, 1000.0, 20.0), row("nginx", 2.2, 1000.0, 40.0), row("Gatehouse (durable)", 2.6, 1000.0, 400.0)],
+            vec![row("direct to mock", 2.0, 1000.0, 10.0), row("nginx", 2.1, 1000.0, 20.0), row("Gatehouse (durable)", 9.0, 500.0, 200.0)],
+        ];
+        let t = render_medians(&rounds, &[1000]);
+        let gh = t.lines().find(|l| l.starts_with("| Gatehouse")).unwrap();
+        // Added p50 from the two rounds that held 1,000 rps: 0.5 and 0.6 ms.
+        assert!(gh.contains("0.55 / 0.55 / 0.55 (p50 0.50–0.60); held in 2 of 3"), "{gh}");
+        assert!(gh.contains("| 200 (200–400) |"), "{gh}");
+        // CPU ratio 10x in every round; added-p50 ratio 5x and 3x in the rounds that held.
+        assert!(gh.ends_with("4.0x (3.0x–5.0x) / 0.1x / 10.0x |"), "{gh}");
+        let direct = t.lines().find(|l| l.starts_with("| direct")).unwrap();
+        assert!(direct.contains("base 2.00 / 2.00 / 2.00"), "{direct}");
+    }
+}
