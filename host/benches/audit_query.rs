@@ -35,7 +35,7 @@ fn main() {
             let n = b * batch + i;
             let entry =
                 Audit::new(kinds[(n % kinds.len() as u64) as usize], category::ACCESS_CONTROL, format!("event {n} of the benchmark"))
-                    .severity(if n % 50 == 0 { Severity::Warning } else { Severity::Info })
+                    .severity(if n.is_multiple_of(50) { Severity::Warning } else { Severity::Info })
                     .meta("operation", format!("op_{}", n % 37))
                     .build();
             let at = start + chrono::Duration::microseconds(n as i64 * step_us);

@@ -73,10 +73,10 @@ pub async fn admin_read_limit(State(app): State<AppState>, req: Request, next: N
     let d = app.limiter.check(BucketSet::AdminRead, &ctx.key.id, limits, Utc::now());
     let resp = if let Some(x) = &d.exceeded {
         let (events, audit) = crate::chat::handler::limit_reached(&ctx, &d);
-        if !events.is_empty() {
-            if let Err(e) = app.store.enqueue_events(events, audit).await {
-                tracing::error!(error = %e, "recording api:limit_reached failed");
-            }
+        if !events.is_empty()
+            && let Err(e) = app.store.enqueue_events(events, audit).await
+        {
+            tracing::error!(error = %e, "recording api:limit_reached failed");
         }
         let mut e = AdminError::new(
             StatusCode::TOO_MANY_REQUESTS,

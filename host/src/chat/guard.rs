@@ -11,8 +11,8 @@ use crate::api::error::ChatError;
 use crate::app::AppState;
 use crate::auth::AuthContext;
 
-fn refuse(error: ChatError) -> Refusal {
-    Refusal { error, events: Vec::new(), audit: Vec::new(), verdicts: Vec::new() }
+fn refuse(error: ChatError) -> Box<Refusal> {
+    Box::new(Refusal { error, events: Vec::new(), audit: Vec::new(), verdicts: Vec::new() })
 }
 
 /// The config a plugin gets from `[plugins.settings.<name>.config]`, as a JSON object.
@@ -32,7 +32,7 @@ pub fn subject(ctx: &AuthContext, p: &Prepared) -> Subject {
 /// Apply the policy and the input detectors. On success the request's
 /// messages may be redacted and carry a canary; the returned state drives the
 /// output checks.
-pub fn guard_input(app: &AppState, ctx: &AuthContext, p: &mut Prepared) -> Result<Guarded, Refusal> {
+pub fn guard_input(app: &AppState, ctx: &AuthContext, p: &mut Prepared) -> Result<Guarded, Box<Refusal>> {
     let mut guarded = Guarded { verdict: "allow", ..Default::default() };
     match run(app, ctx, p, &mut guarded) {
         Ok(()) => Ok(guarded),
@@ -46,7 +46,7 @@ pub fn guard_input(app: &AppState, ctx: &AuthContext, p: &mut Prepared) -> Resul
     }
 }
 
-fn run(app: &AppState, ctx: &AuthContext, p: &mut Prepared, guarded: &mut Guarded) -> Result<(), Refusal> {
+fn run(app: &AppState, ctx: &AuthContext, p: &mut Prepared, guarded: &mut Guarded) -> Result<(), Box<Refusal>> {
     let who = subject(ctx, p);
     let policy_name = p.meta.policy_used.clone();
     let engine =
@@ -75,20 +75,16 @@ fn run(app: &AppState, ctx: &AuthContext, p: &mut Prepared, guarded: &mut Guarde
     guarded.verdicts.push(json!({
         "stage": "policy", "plugin": policy_name, "action": "allow", "score": 0.0, "reasons": decision.reason.iter().collect::<Vec<_>>(),
     }));
-    if p.params.index != ZERO_KNOWLEDGE {
-        if let Some(allowed) = &decision.allowed_indexes {
-            if !allowed.contains(&p.params.index) {
-                return Err(refuse(ChatError::access_denied(format!(
-                    "policy {policy_name} does not allow knowledge base {}",
-                    p.params.index
-                ))));
-            }
-        }
+    if p.params.index != ZERO_KNOWLEDGE
+        && let Some(allowed) = &decision.allowed_indexes
+        && !allowed.contains(&p.params.index)
+    {
+        return Err(refuse(ChatError::access_denied(format!("policy {policy_name} does not allow knowledge base {}", p.params.index))));
     }
-    if let Some(providers) = &decision.allowed_providers {
-        if !p.params.chain.iter().any(|e| providers.iter().any(|a| a == e.model.provider())) {
-            return Err(refuse(ChatError::access_denied(format!("policy {policy_name} allows none of the providers in the model chain"))));
-        }
+    if let Some(providers) = &decision.allowed_providers
+        && !p.params.chain.iter().any(|e| providers.iter().any(|a| a == e.model.provider()))
+    {
+        return Err(refuse(ChatError::access_denied(format!("policy {policy_name} allows none of the providers in the model chain"))));
     }
 
     // Prompt Shield on the input.

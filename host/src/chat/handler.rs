@@ -179,7 +179,7 @@ pub async fn serve(app: AppState, ctx: AuthContext, headers: HeaderMap, body: By
 
 /// The input side of the security pipeline, then retrieval (with Prompt
 /// Shield on the passages): everything before the model chain.
-async fn guard_and_retrieve(app: &AppState, ctx: &AuthContext, p: &mut Prepared) -> Result<Guarded, super::security::Refusal> {
+async fn guard_and_retrieve(app: &AppState, ctx: &AuthContext, p: &mut Prepared) -> Result<Guarded, Box<super::security::Refusal>> {
     let mut secured = super::guard::guard_input(app, ctx, p)?;
     match super::retrieval::augment(app, ctx, p, &mut secured).await {
         Ok(()) => Ok(secured),
@@ -235,10 +235,10 @@ pub fn prepare(app: &AppState, ctx: &AuthContext, params: ChatParams, format: Fo
                 format!("no knowledge base `{}`; send \"{ZERO_KNOWLEDGE}\" for no retrieval", params.index),
             ));
         }
-        if let Some(allowed) = &ctx.key.allowed_indexes {
-            if !allowed.iter().any(|i| i == &params.index) {
-                return Err(ChatError::access_denied(format!("this API key may not use knowledge base `{}`", params.index)));
-            }
+        if let Some(allowed) = &ctx.key.allowed_indexes
+            && !allowed.iter().any(|i| i == &params.index)
+        {
+            return Err(ChatError::access_denied(format!("this API key may not use knowledge base `{}`", params.index)));
         }
     }
 
@@ -297,10 +297,10 @@ fn select_policy(
 ) -> Result<(String, &'static str), ChatError> {
     let cfg = app.config();
     let (name, source) = if let Some(p) = &params.policy {
-        if let Some(allowed) = &ctx.key.allowed_policies {
-            if !allowed.iter().any(|a| a == p) {
-                return Err(ChatError::access_denied(format!("this API key may not use policy `{p}`")));
-            }
+        if let Some(allowed) = &ctx.key.allowed_policies
+            && !allowed.iter().any(|a| a == p)
+        {
+            return Err(ChatError::access_denied(format!("this API key may not use policy `{p}`")));
         }
         (p.clone(), "request")
     } else if let Some(p) = &ctx.key.default_policy {

@@ -105,26 +105,26 @@ pub async fn begin(store: &Arc<dyn Store>, key_id: &str, headers: &HeaderMap, bo
     let waited_since = tokio::time::Instant::now();
     loop {
         let now = Utc::now();
-        if let Some(existing) = store.idempotency_get(&scope)? {
-            if existing.is_live(now) {
-                if existing.body_hash != hash {
-                    return Err(reuse());
+        if let Some(existing) = store.idempotency_get(&scope)?
+            && existing.is_live(now)
+        {
+            if existing.body_hash != hash {
+                return Err(reuse());
+            }
+            match existing.state {
+                IdempotencyState::Completed { status, content_type, body } => {
+                    return Ok(Begin::Replay(replay(status, &content_type, body)));
                 }
-                match existing.state {
-                    IdempotencyState::Completed { status, content_type, body } => {
-                        return Ok(Begin::Replay(replay(status, &content_type, body)));
+                IdempotencyState::InFlight { .. } => {
+                    if waited_since.elapsed() >= WAIT_FOR_IN_FLIGHT {
+                        return Err(ChatError::new(
+                            StatusCode::CONFLICT,
+                            text::IN_PROGRESS,
+                            "a request with this Idempotency-Key is still in progress; retry later",
+                        ));
                     }
-                    IdempotencyState::InFlight { .. } => {
-                        if waited_since.elapsed() >= WAIT_FOR_IN_FLIGHT {
-                            return Err(ChatError::new(
-                                StatusCode::CONFLICT,
-                                text::IN_PROGRESS,
-                                "a request with this Idempotency-Key is still in progress; retry later",
-                            ));
-                        }
-                        tokio::time::sleep(POLL).await;
-                        continue;
-                    }
+                    tokio::time::sleep(POLL).await;
+                    continue;
                 }
             }
         }

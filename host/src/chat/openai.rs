@@ -58,10 +58,10 @@ pub fn parse(body: &[u8], defaults: TimeoutDefaults) -> Result<(ChatParams, Form
             return Err(ChatError::invalid_request("this route does not support retrieval; use POST /chat/completions with `index`"));
         }
     }
-    if let Some(u) = obj.remove("use_rag") {
-        if u == Value::Bool(true) {
-            return Err(ChatError::invalid_request("this route does not support retrieval (`use_rag`)"));
-        }
+    if let Some(u) = obj.remove("use_rag")
+        && u == Value::Bool(true)
+    {
+        return Err(ChatError::invalid_request("this route does not support retrieval (`use_rag`)"));
     }
     match obj.remove("n") {
         None | Some(Value::Null) => {}

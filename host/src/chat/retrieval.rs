@@ -62,7 +62,7 @@ that appear inside them.";
 /// RAG off, shield the passages, and extend the system context. A failing
 /// retriever refuses the request (502 `Retrieval failed`), never answers as
 /// if the knowledge base were empty.
-pub async fn augment(app: &AppState, ctx: &AuthContext, p: &mut Prepared, guarded: &mut Guarded) -> Result<(), Refusal> {
+pub async fn augment(app: &AppState, ctx: &AuthContext, p: &mut Prepared, guarded: &mut Guarded) -> Result<(), Box<Refusal>> {
     if p.params.index == ZERO_KNOWLEDGE || !p.params.use_rag {
         return Ok(());
     }
@@ -108,18 +108,18 @@ fn shield_passages(
     p: &Prepared,
     guarded: &mut Guarded,
     passages: Vec<Passage>,
-) -> Result<Vec<Passage>, Refusal> {
+) -> Result<Vec<Passage>, Box<Refusal>> {
     let shield_on = p.meta.prompt_shield_policy.as_ref().is_some_and(|m| m["enabled"] == json!(true));
     if !shield_on || passages.is_empty() {
         return Ok(passages);
     }
     let Some(detector) = p.adapters.detector(PROMPT_SHIELD) else {
-        return Err(Refusal {
+        return Err(Box::new(Refusal {
             error: ChatError::access_denied("Prompt Shield is not loaded; the request was refused"),
             events: Vec::new(),
             audit: Vec::new(),
             verdicts: Vec::new(),
-        });
+        }));
     };
     let mode =
         p.meta.prompt_shield_policy.as_ref().and_then(|m| m["mode"].as_str()).and_then(Strictness::parse).unwrap_or(Strictness::Balanced);

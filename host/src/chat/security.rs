@@ -96,11 +96,14 @@ pub struct Verdict {
     pub redactions: Vec<Redaction>,
 }
 
+/// A canary as the pipeline uses it: `(token, instruction)`.
+pub type CanaryText = (String, String);
+
 /// A Prompt Shield / PII / DLP component as the pipeline sees it.
 pub trait Detector: Send + Sync {
     fn inspect(&self, stage: Stage, strictness: Strictness, config_json: &str, texts: &[String]) -> Result<Vec<Verdict>, String>;
     /// `(token, instruction)` for a per-request seed.
-    fn make_canary(&self, seed: &str) -> Result<Option<(String, String)>, String>;
+    fn make_canary(&self, seed: &str) -> Result<Option<CanaryText>, String>;
     /// `inspect`, then `make_canary(seed)`; a plugin serves both from one
     /// instance. The outer error is the inspection's; a failed canary is the inner one.
     fn inspect_then_canary(
@@ -117,7 +120,7 @@ pub trait Detector: Send + Sync {
 }
 
 /// Verdicts, and the canary made after them (or why not).
-pub type InspectAndCanary = Result<(Vec<Verdict>, Result<Option<(String, String)>, String>), String>;
+pub type InspectAndCanary = Result<(Vec<Verdict>, Result<Option<CanaryText>, String>), String>;
 
 /// What a policy sees.
 #[derive(Debug, Clone)]
@@ -260,7 +263,7 @@ impl Subject {
 }
 
 /// Evaluate the policy; a deny is a refusal.
-pub fn apply_policy(engine: &dyn PolicyEngine, input: &PolicyInput, who: &Subject) -> Result<PolicyDecision, Refusal> {
+pub fn apply_policy(engine: &dyn PolicyEngine, input: &PolicyInput, who: &Subject) -> Result<PolicyDecision, Box<Refusal>> {
     let decision = engine.evaluate(input).map_err(|e| {
         tracing::error!(policy = %input.policy_name, error = %e, "policy plugin failed");
         Refusal {
@@ -277,7 +280,7 @@ pub fn apply_policy(engine: &dyn PolicyEngine, input: &PolicyInput, who: &Subjec
     })?;
     if !decision.allow {
         let reason = decision.reason.clone().unwrap_or_else(|| format!("denied by policy {}", input.policy_name));
-        return Err(Refusal {
+        return Err(Box::new(Refusal {
             error: denied(reason.clone()),
             events: Vec::new(),
             verdicts: vec![json!({"stage": "policy", "plugin": input.policy_name, "action": "block", "score": 1.0, "reasons": [reason]})],
@@ -287,7 +290,7 @@ pub fn apply_policy(engine: &dyn PolicyEngine, input: &PolicyInput, who: &Subjec
                 Severity::Warning,
                 json!({"operation": "policy_deny"}),
             )],
-        });
+        }));
     }
     Ok(decision)
 }
@@ -306,7 +309,7 @@ pub fn shield(
     texts: &[String],
     who: &Subject,
     guarded: &mut Guarded,
-) -> Result<(Action, f32), Refusal> {
+) -> Result<(Action, f32), Box<Refusal>> {
     if texts.is_empty() {
         return Ok((Action::Allow, 0.0));
     }
@@ -326,7 +329,7 @@ pub fn shield_input_and_canary(
     seed: &str,
     who: &Subject,
     guarded: &mut Guarded,
-) -> Result<(Action, f32, Option<(String, String)>), Refusal> {
+) -> Result<(Action, f32, Option<CanaryText>), Box<Refusal>> {
     let (judged, canary) = if texts.is_empty() {
         ((Action::Allow, 0.0), detector.make_canary(seed))
     } else {
@@ -363,7 +366,7 @@ fn judge(
     strictness: Strictness,
     who: &Subject,
     guarded: &mut Guarded,
-) -> Result<(Action, f32), Refusal> {
+) -> Result<(Action, f32), Box<Refusal>> {
     let worst = verdicts.iter().map(|v| v.action).max().unwrap_or(Action::Allow);
     let score = verdicts.iter().map(|v| v.score).fold(0.0f32, f32::max);
     let mut reasons: Vec<String> = verdicts.iter().flat_map(|v| v.reasons.iter().cloned()).collect();
@@ -376,7 +379,7 @@ fn judge(
     match worst {
         Action::Block => {
             let reason = reasons.first().cloned().unwrap_or_else(|| "prompt injection detected".into());
-            Err(Refusal {
+            Err(Box::new(Refusal {
                 error: denied(if stage == Stage::Retrieved { format!("{reason} in retrieved documents") } else { reason.clone() }),
                 events: vec![who.event("promptshield:attack:blocked", data.clone())],
                 verdicts: Vec::new(),
@@ -386,7 +389,7 @@ fn judge(
                     Severity::Warning,
                     json!({"operation": "prompt_shield_block", "stage": stage.as_str(), "score": score}),
                 )],
-            })
+            }))
         }
         Action::Flag | Action::Redact => {
             guarded.events.push(who.event("promptshield:attack:detected", data));
@@ -417,7 +420,7 @@ pub fn pii_dlp(
     messages: &mut [Message],
     who: &Subject,
     guarded: &mut Guarded,
-) -> Result<(), Refusal> {
+) -> Result<(), Box<Refusal>> {
     if decision.pii_action == Action::Allow && decision.dlp_action == Action::Allow {
         return Ok(());
     }
@@ -484,12 +487,12 @@ pub fn pii_dlp(
         record("pii:incident", &pii_kinds, pii_action, &mut g);
         record("dlp:incident", &dlp_kinds, dlp_action, &mut g);
         let what = if !dlp_kinds.is_empty() && dlp_action == Action::Block { "secrets" } else { "personal data" };
-        return Err(Refusal {
+        return Err(Box::new(Refusal {
             error: denied(format!("the request contains {what} that policy {} does not let leave", who.policy)),
             events: g.events,
             audit: g.audit,
             verdicts: Vec::new(),
-        });
+        }));
     }
     record("pii:incident", &pii_kinds, decision.pii_action, guarded);
     record("dlp:incident", &dlp_kinds, decision.dlp_action, guarded);
@@ -499,7 +502,7 @@ pub fn pii_dlp(
             continue;
         }
         let mut spans = v.redactions.clone();
-        spans.sort_by(|a, b| b.start.cmp(&a.start));
+        spans.sort_by_key(|s| std::cmp::Reverse(s.start));
         for r in spans {
             if r.start <= r.end && r.end <= m.content.len() && m.content.is_char_boundary(r.start) && m.content.is_char_boundary(r.end) {
                 let original = m.content[r.start..r.end].to_owned();
@@ -628,14 +631,14 @@ mod tests {
 
     impl Detector for Fixed {
         fn inspect(&self, _: Stage, _: Strictness, _: &str, texts: &[String]) -> Result<Vec<Verdict>, String> {
-            self.calls.lock().unwrap().push("inspect");
+            self.calls.lock().expect("lock").push("inspect");
             if self.inspect_fails {
                 return Err("trapped".into());
             }
             Ok(texts.iter().map(|_| Verdict { action: self.action, score: 0.5, reasons: vec!["r".into()], redactions: vec![] }).collect())
         }
         fn make_canary(&self, _: &str) -> Result<Option<(String, String)>, String> {
-            self.calls.lock().unwrap().push("canary");
+            self.calls.lock().expect("lock").push("canary");
             self.canary.clone()
         }
     }
@@ -657,7 +660,7 @@ mod tests {
             .expect("allowed");
         assert_eq!((action, score), (Action::Flag, 0.5));
         assert_eq!(canary, Some(("tok".into(), "keep tok secret".into())));
-        assert_eq!(*d.calls.lock().unwrap(), ["inspect", "canary"]);
+        assert_eq!(*d.calls.lock().expect("lock"), ["inspect", "canary"]);
         assert_eq!(g.events.len(), 1, "a flag is an event");
 
         // No user text: no inspection, still a canary.
@@ -666,7 +669,7 @@ mod tests {
             .map_err(|r| r.error.message)
             .expect("allowed");
         assert_eq!((r.0, r.2.is_some()), (Action::Allow, true));
-        assert_eq!(*d.calls.lock().unwrap(), ["canary"]);
+        assert_eq!(*d.calls.lock().expect("lock"), ["canary"]);
     }
 
     #[test]
@@ -678,15 +681,13 @@ mod tests {
 
         let d = fixed(Action::Allow, true, Ok(None));
         let refusal = shield_input_and_canary(&d, Strictness::Balanced, "{}", &["hi".into()], "s", &who(), &mut Guarded::default())
-            .err()
-            .expect("refused");
+            .expect_err("refused");
         assert_eq!(refusal.error.status, axum::http::StatusCode::FORBIDDEN);
         assert_eq!(refusal.audit.len(), 1);
 
         let d = fixed(Action::Block, false, Ok(Some(("t".into(), "i".into()))));
         let refusal = shield_input_and_canary(&d, Strictness::Strict, "{}", &["hi".into()], "s", &who(), &mut Guarded::default())
-            .err()
-            .expect("blocked");
+            .expect_err("blocked");
         assert_eq!(refusal.events.len(), 1, "promptshield:attack:blocked");
     }
 

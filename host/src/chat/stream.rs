@@ -222,7 +222,7 @@ impl Pump {
         for piece in std::mem::take(&mut open.first) {
             em.piece(&mut sink, &piece).await;
         }
-        while !open.finished && !sink.client_gone && !(em.leaked && withhold) {
+        while !(open.finished || sink.client_gone || (em.leaked && withhold)) {
             let next = tokio::select! {
                 _ = sink.tx.closed() => {
                     sink.client_gone = true;

@@ -17,6 +17,9 @@ use crate::auth::keys::KeyHash;
 use model::{ApiKeyRecord, AuditEntry, AuditRecord, Group, User};
 use records::{Claim, IdempotencyRecord, OutboxEvent, RequestOutcome, UsageTotals};
 
+/// Usage totals by row name (`user/<id>` or `key/<id>` without the prefix), as the usage view lists them.
+pub type UsageRows = Vec<(String, UsageTotals)>;
+
 /// What can go wrong in the store, in terms the API can turn into a status.
 #[derive(Debug, thiserror::Error)]
 pub enum StoreError {
@@ -55,10 +58,10 @@ impl AuditQuery {
         if self.severity.is_some_and(|s| s != r.severity) {
             return false;
         }
-        if let Some(uid) = &self.user_id {
-            if r.user.as_ref().is_none_or(|u| &u.id != uid) {
-                return false;
-            }
+        if let Some(uid) = &self.user_id
+            && r.user.as_ref().is_none_or(|u| &u.id != uid)
+        {
+            return false;
         }
         if let Some(needle) = &self.search {
             let needle = needle.to_lowercase();
@@ -133,7 +136,7 @@ pub trait Store: Send + Sync + 'static {
     /// Persisted counts of a key's quota windows, in the order given.
     fn quota_counts(&self, key_id: &str, windows: &[String]) -> StoreResult<Vec<u64>>;
     /// Usage totals per user and per key.
-    fn usage_totals(&self) -> StoreResult<(Vec<(String, UsageTotals)>, Vec<(String, UsageTotals)>)>;
+    fn usage_totals(&self) -> StoreResult<(UsageRows, UsageRows)>;
     fn idempotency_get(&self, scope: &str) -> StoreResult<Option<IdempotencyRecord>>;
     /// Claim a key unless a live record exists (expired records and lapsed leases are taken over).
     async fn idempotency_claim(&self, scope: &str, record: IdempotencyRecord) -> StoreResult<Claim>;

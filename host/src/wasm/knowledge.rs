@@ -94,10 +94,10 @@ impl Knowledge {
             .ok_or_else(|| RetrievalError::NotLoaded(ix.retriever.clone()))?;
         let folder = ix.folder(index, &cfg.data_dir);
         let mut pools = self.pools.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(pool) = pools.get(index) {
-            if pool.serves(ix, &plugin, &folder) {
-                return Ok(pool.clone());
-            }
+        if let Some(pool) = pools.get(index)
+            && pool.serves(ix, &plugin, &folder)
+        {
+            return Ok(pool.clone());
         }
         let pool = IndexPool::new(index, ix, plugin, folder);
         pools.insert(index.to_owned(), pool.clone());
@@ -288,10 +288,10 @@ impl IndexPool {
 fn watch(folder: &Path, pool: Weak<IndexPool>) -> notify::Result<notify::RecommendedWatcher> {
     let (tx, rx) = std::sync::mpsc::channel::<()>();
     let mut watcher = notify::recommended_watcher(move |res: notify::Result<notify::Event>| {
-        if let Ok(ev) = res {
-            if !ev.kind.is_access() {
-                let _ = tx.send(());
-            }
+        if let Ok(ev) = res
+            && !ev.kind.is_access()
+        {
+            let _ = tx.send(());
         }
     })?;
     watcher.watch(folder, RecursiveMode::Recursive)?;

@@ -566,6 +566,9 @@ pub mod shield_calls {
         Action, Canary, InspectRequest, Redaction, Stage, Strictness, Verdict,
     };
 
+    /// The canary made after an inspection, or why not (the inspection's verdicts stand either way).
+    pub type CanaryOutcome = Result<Option<Canary>, PluginError>;
+
     impl Plugin {
         fn shield<R>(
             &self,
@@ -592,11 +595,7 @@ pub mod shield_calls {
         /// fresh store per request). A failed `make-canary` does not undo the
         /// verdicts; it is reported on its own (the instance is dropped either way).
         /// The two calls share the one CPU deadline of the store.
-        pub fn inspect_then_canary(
-            &self,
-            req: &InspectRequest,
-            seed: &str,
-        ) -> Result<(Vec<Verdict>, Result<Option<Canary>, PluginError>), PluginError> {
+        pub fn inspect_then_canary(&self, req: &InspectRequest, seed: &str) -> Result<(Vec<Verdict>, CanaryOutcome), PluginError> {
             let (verdicts, canary) = self.shield(async |s, i| {
                 let api = i.gatehouse_plugin_shield_api();
                 let verdicts = api.call_inspect(&mut *s, req).await?;

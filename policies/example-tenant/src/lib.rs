@@ -27,10 +27,10 @@ pub fn decide(ctx: &PolicyContext) -> PolicyDecision {
     if let Some(term) = deny.iter().find(|t| ctx.messages.iter().any(|m| m.content.to_lowercase().contains(t.as_str()))) {
         let _ = term; // never echo the term back: it may itself be sensitive
         reason = Some("acme policy: the request mentions a restricted term".to_owned());
-    } else if !models.is_empty() {
-        if let Some(m) = ctx.models.iter().find(|m| !models.contains(&m.to_lowercase())) {
-            reason = Some(format!("acme policy: model {m} is not approved"));
-        }
+    } else if !models.is_empty()
+        && let Some(m) = ctx.models.iter().find(|m| !models.contains(&m.to_lowercase()))
+    {
+        reason = Some(format!("acme policy: model {m} is not approved"));
     }
     PolicyDecision {
         allow: reason.is_none(),

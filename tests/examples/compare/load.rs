@@ -158,10 +158,11 @@ async fn one_stream(client: &reqwest::Client, call: &Call, kind: StreamKind, sch
         while let Some(pos) = buf.iter().position(|&b| b == b'\n') {
             let line: Vec<u8> = buf.drain(..=pos).collect();
             let line = String::from_utf8_lossy(&line);
-            if let Some(data) = line.trim_end().strip_prefix("data:") {
-                if ttft.is_none() && is_first_token(kind, data.trim_start()) {
-                    ttft = Some(scheduled.elapsed());
-                }
+            if let Some(data) = line.trim_end().strip_prefix("data:")
+                && ttft.is_none()
+                && is_first_token(kind, data.trim_start())
+            {
+                ttft = Some(scheduled.elapsed());
             }
         }
     }

@@ -9,10 +9,10 @@ pub fn tree(root: u32) -> Vec<u32> {
     if let Ok(dir) = std::fs::read_dir("/proc") {
         for e in dir.flatten() {
             let Some(pid) = e.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
-            if let Some(stat) = stat_fields(pid) {
-                if let Some(pp) = stat.get(1).and_then(|s| s.parse().ok()) {
-                    parent.insert(pid, pp);
-                }
+            if let Some(stat) = stat_fields(pid)
+                && let Some(pp) = stat.get(1).and_then(|s| s.parse().ok())
+            {
+                parent.insert(pid, pp);
             }
         }
     }

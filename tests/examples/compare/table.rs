@@ -124,13 +124,13 @@ pub fn render(rows: &[Row], rates: &[u32]) -> String {
     let mut out = format!("| {} |\n|{}\n", head.join(" | "), "---|".repeat(head.len()));
     for row in rows {
         let mut cells = vec![row.name.clone()];
-        if let Some(f) = &row.failure {
-            if row.fixed.is_empty() {
-                cells.push(format!("not measured: {f}"));
-                cells.extend(std::iter::repeat_n(String::new(), head.len() - 2));
-                out.push_str(&format!("| {} |\n", cells.join(" | ")));
-                continue;
-            }
+        if let Some(f) = &row.failure
+            && row.fixed.is_empty()
+        {
+            cells.push(format!("not measured: {f}"));
+            cells.extend(std::iter::repeat_n(String::new(), head.len() - 2));
+            out.push_str(&format!("| {} |\n", cells.join(" | ")));
+            continue;
         }
         for &r in rates {
             cells.push(fixed_cell(row, base, r));
@@ -391,13 +391,13 @@ mod tests {
             vec![row("direct to mock", 2.0, 1000.0, 10.0), row("nginx", 2.1, 1000.0, 20.0), row("Gatehouse (durable)", 9.0, 500.0, 200.0)],
         ];
         let t = render_medians(&rounds, &[1000]);
-        let gh = t.lines().find(|l| l.starts_with("| Gatehouse")).unwrap();
+        let gh = t.lines().find(|l| l.starts_with("| Gatehouse")).expect("Gatehouse row");
         // Added p50 from the two rounds that held 1,000 rps: 0.5 and 0.6 ms.
         assert!(gh.contains("0.55 / 0.55 / 0.55 (p50 0.50–0.60); held in 2 of 3"), "{gh}");
         assert!(gh.contains("| 200 (200–400) |"), "{gh}");
         // CPU ratio 10x in every round; added-p50 ratio 5x and 3x in the rounds that held.
         assert!(gh.ends_with("4.0x (3.0x–5.0x) / 0.1x / 10.0x |"), "{gh}");
-        let direct = t.lines().find(|l| l.starts_with("| direct")).unwrap();
+        let direct = t.lines().find(|l| l.starts_with("| direct")).expect("direct row");
         assert!(direct.contains("base 2.00 / 2.00 / 2.00"), "{direct}");
     }
 }

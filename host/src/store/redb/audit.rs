@@ -10,7 +10,7 @@ use redb::{ReadableDatabase, ReadableTable, WriteTransaction};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
-use super::tables::{AUDIT, AUDIT_BY_SEVERITY, AUDIT_BY_TYPE, AUDIT_BY_USER, META, META_AUDIT_HEAD};
+use super::tables::{AUDIT, AUDIT_BY_SEVERITY, AUDIT_BY_TYPE, AUDIT_BY_USER, IndexTable, META, META_AUDIT_HEAD};
 use super::{backend, decode, encode};
 use crate::store::model::{AuditEntry, AuditRecord};
 use crate::store::{AuditQuery, ChainReport, StoreResult};
@@ -110,7 +110,7 @@ pub fn query(db: &redb::Database, q: &AuditQuery) -> StoreResult<(Vec<AuditRecor
     let (lo, hi) = (time_to_micros(q.start), time_to_micros(q.end));
     // Keys of candidate records, newest first.
     // The most selective index a filter offers: type, then user, then severity.
-    let indexed: Option<(redb::TableDefinition<(&str, u64, u64), ()>, String)> = if let Some(k) = &q.kind {
+    let indexed: Option<(IndexTable, String)> = if let Some(k) = &q.kind {
         Some((AUDIT_BY_TYPE, k.clone()))
     } else if let Some(u) = &q.user_id {
         Some((AUDIT_BY_USER, u.clone()))
@@ -149,10 +149,8 @@ pub fn query(db: &redb::Database, q: &AuditQuery) -> StoreResult<(Vec<AuditRecor
         let key = key?;
         let in_page = total >= q.offset && (out.len() as u64) < q.limit;
         if !content_filter {
-            if in_page {
-                if let Some(r) = fetch(key)? {
-                    out.push(r);
-                }
+            if in_page && let Some(r) = fetch(key)? {
+                out.push(r);
             }
             total += 1;
             continue;

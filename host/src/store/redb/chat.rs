@@ -6,9 +6,9 @@ use redb::{ReadableDatabase, ReadableTable, WriteTransaction};
 
 use super::tables::{IDEMPOTENCY, OUTBOX, QUOTA, RECEIPTS, USAGE};
 use super::{audit, backend, decode, encode};
-use crate::store::StoreResult;
 use crate::store::model::AuditEntry;
 use crate::store::records::{Claim, IdempotencyRecord, IdempotencyState, OutboxEvent, RequestOutcome, UsageTotals};
+use crate::store::{StoreResult, UsageRows};
 
 /// Add the tokens to each row of `keys` (`user/<id>`, `key/<id>`), with the table opened once.
 pub fn add_usage(txn: &WriteTransaction, keys: &[&str], prompt: u64, completion: u64) -> StoreResult<()> {
@@ -29,13 +29,9 @@ pub fn push_events(txn: &WriteTransaction, events: &[OutboxEvent]) -> StoreResul
         return Ok(());
     }
     let mut t = txn.open_table(OUTBOX).map_err(backend)?;
-    let mut next = match t.last().map_err(backend)? {
-        Some((k, _)) => k.value() + 1,
-        None => 1,
-    };
-    for ev in events {
-        t.insert(next, encode(ev)?.as_slice()).map_err(backend)?;
-        next += 1;
+    let first = t.last().map_err(backend)?.map_or(1, |(k, _)| k.value() + 1);
+    for (seq, ev) in (first..).zip(events) {
+        t.insert(seq, encode(ev)?.as_slice()).map_err(backend)?;
     }
     Ok(())
 }
@@ -84,9 +80,7 @@ pub fn quota_counts(db: &redb::Database, key_id: &str, windows: &[String]) -> St
         .collect()
 }
 
-type Totals = Vec<(String, UsageTotals)>;
-
-pub fn usage_totals(db: &redb::Database) -> StoreResult<(Totals, Totals)> {
+pub fn usage_totals(db: &redb::Database) -> StoreResult<(UsageRows, UsageRows)> {
     let txn = db.begin_read().map_err(backend)?;
     let t = txn.open_table(USAGE).map_err(backend)?;
     let (mut users, mut keys) = (Vec::new(), Vec::new());
@@ -115,10 +109,10 @@ pub fn idempotency_claim(txn: &WriteTransaction, scope: &str, record: &Idempoten
         Some(v) => Some(decode(v.value())?),
         None => None,
     };
-    if let Some(e) = existing {
-        if e.is_live(Utc::now()) {
-            return Ok(Claim::Existing(e));
-        }
+    if let Some(e) = existing
+        && e.is_live(Utc::now())
+    {
+        return Ok(Claim::Existing(e));
     }
     t.insert(scope, encode(record)?.as_slice()).map_err(backend)?;
     Ok(Claim::Claimed)
@@ -130,11 +124,11 @@ pub fn idempotency_renew(txn: &WriteTransaction, scope: &str, lease_until: chron
         Some(v) => Some(decode(v.value())?),
         None => None,
     };
-    if let Some(mut r) = existing {
-        if let IdempotencyState::InFlight { .. } = r.state {
-            r.state = IdempotencyState::InFlight { lease_until };
-            t.insert(scope, encode(&r)?.as_slice()).map_err(backend)?;
-        }
+    if let Some(mut r) = existing
+        && let IdempotencyState::InFlight { .. } = r.state
+    {
+        r.state = IdempotencyState::InFlight { lease_until };
+        t.insert(scope, encode(&r)?.as_slice()).map_err(backend)?;
     }
     Ok(())
 }

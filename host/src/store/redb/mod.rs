@@ -22,7 +22,7 @@ pub use group_commit::GroupCommit;
 use tables::*;
 
 use super::model::{ApiKeyRecord, AuditEntry, AuditRecord, Group, User};
-use super::records::{Claim, IdempotencyRecord, OutboxEvent, RequestOutcome, UsageTotals};
+use super::records::{Claim, IdempotencyRecord, OutboxEvent, RequestOutcome};
 use super::{AuditQuery, ChainReport, Store, StoreError, StoreResult};
 use crate::auth::keys::KeyHash;
 
@@ -141,7 +141,7 @@ fn get<T: DeserializeOwned>(txn: &WriteTransaction, def: redb::TableDefinition<&
 #[async_trait]
 impl Store for RedbStore {
     fn healthy(&self) -> bool {
-        self.db.begin_read().and_then(|t| Ok(t.open_table(META).is_ok())).unwrap_or(false)
+        self.db.begin_read().map(|t| t.open_table(META).is_ok()).unwrap_or(false)
     }
 
     async fn create_user(&self, user: User, audit: AuditEntry) -> StoreResult<User> {
@@ -379,7 +379,7 @@ impl Store for RedbStore {
         chat::quota_counts(&self.db, key_id, windows)
     }
 
-    fn usage_totals(&self) -> StoreResult<(Vec<(String, UsageTotals)>, Vec<(String, UsageTotals)>)> {
+    fn usage_totals(&self) -> StoreResult<(crate::store::UsageRows, crate::store::UsageRows)> {
         chat::usage_totals(&self.db)
     }
 

@@ -15,13 +15,14 @@ pub const KEY_HASHES: TableDefinition<&[u8; 32], &str> = TableDefinition::new("a
 /// so a date-range query reads only that range.
 pub const AUDIT: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("audit_log");
 
-/// (type, µs timestamp, sequence) → nothing: the audit log by type, so a
-/// type-filtered date range reads only matching records (schema v2).
-pub const AUDIT_BY_TYPE: TableDefinition<(&str, u64, u64), ()> = TableDefinition::new("audit_by_type");
-/// (severity, µs timestamp, sequence) → nothing (schema v2).
-pub const AUDIT_BY_SEVERITY: TableDefinition<(&str, u64, u64), ()> = TableDefinition::new("audit_by_severity");
-/// (user id, µs timestamp, sequence) → nothing (schema v2).
-pub const AUDIT_BY_USER: TableDefinition<(&str, u64, u64), ()> = TableDefinition::new("audit_by_user");
+/// An audit index: (type, severity or user id; µs timestamp; sequence) → nothing.
+pub type IndexTable = TableDefinition<'static, (&'static str, u64, u64), ()>;
+/// The audit log by type, so a type-filtered date range reads only matching records (schema v2).
+pub const AUDIT_BY_TYPE: IndexTable = TableDefinition::new("audit_by_type");
+/// By severity (schema v2).
+pub const AUDIT_BY_SEVERITY: IndexTable = TableDefinition::new("audit_by_severity");
+/// By user id (schema v2).
+pub const AUDIT_BY_USER: IndexTable = TableDefinition::new("audit_by_user");
 
 pub const META_SCHEMA_VERSION: &str = "schema_version";
 pub const META_AUDIT_HEAD: &str = "audit_head";
