@@ -45,6 +45,7 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> any
     let knowledge = crate::wasm::knowledge::Knowledge::new(plugins.clone(), config_swap.clone());
     knowledge.seed_folders()?;
     let webhooks = crate::webhooks::Webhooks::start(store.clone(), config_swap.clone()).await?;
+    crate::chat::idempotency::spawn_sweeper(store_dyn.clone());
     let app = AppState::new(crate::app::Shared {
         config: config_swap,
         plugins: plugins.clone(),

@@ -339,6 +339,28 @@ async fn a_concurrent_duplicate_waits_for_the_first() {
 }
 
 #[tokio::test]
+async fn idempotency_records_past_their_ttl_are_deleted_from_the_data_file() {
+    use gatehouse::store::Store;
+    let mock = MockUpstream::start().await;
+    let data = tempfile::tempdir().expect("tmp").keep();
+    gatehouse_tests::plugins::install(gatehouse_tests::plugins::OPEN_POLICY, &data.join("plugins"), "open.wasm");
+    let mut s = builder(&mock).data_dir(&data).toml("[chat]\nidempotency_ttl_secs = 1\n").start();
+    let (_, plain, key_id) = s.create_key(json!({})).await;
+    let body = json!({"index": "Zero-Knowledge", "model": "openai/ok-a", "prompt": "kept for a second"});
+    for idem in ["one", "two"] {
+        let r = s.client.post(s.url("/chat/completions")).bearer_auth(&plain).header("Idempotency-Key", idem).json(&body).send().await;
+        assert_eq!(r.expect("send").status(), 200);
+    }
+    // The TTL is 1 s and the sweep reads a page every 2 s.
+    tokio::time::sleep(std::time::Duration::from_millis(4500)).await;
+    assert!(s.terminate(), "clean shutdown");
+    let store = gatehouse::store::redb::RedbStore::open(&data, true).expect("open the data file");
+    for idem in ["one", "two"] {
+        assert_eq!(store.idempotency_get(&format!("{key_id}/{idem}")).expect("read"), None, "{idem} is still stored");
+    }
+}
+
+#[tokio::test]
 async fn user_id_bills_another_user_for_admins_only() {
     let mock = MockUpstream::start().await;
     let s = builder(&mock).start();

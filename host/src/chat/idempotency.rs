@@ -7,6 +7,8 @@
 //! while the first is in flight waits up to 10 s, then gets 409. An in-flight
 //! claim carries a lease renewed every 10 s while the request runs; after a
 //! crash it lapses 30 s after the last renewal and the key can be used again.
+//! Records that no longer bind are deleted by a background sweep
+//! ([`spawn_sweeper`]), so stored answers do not pile up past their TTL.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -27,6 +29,34 @@ pub const LEASE: Duration = Duration::from_secs(30);
 pub const RENEW_EVERY: Duration = Duration::from_secs(10);
 pub const WAIT_FOR_IN_FLIGHT: Duration = Duration::from_secs(10);
 const POLL: Duration = Duration::from_millis(25);
+/// The sweeper reads the next page of records this often...
+const SWEEP_EVERY: Duration = Duration::from_secs(2);
+/// ...this many at a time (~11 M records a day), from where it stopped.
+const SWEEP_PAGE: usize = 256;
+
+/// Delete records that no longer bind (past their TTL, or in flight with a
+/// lapsed lease), a page at a time, cycling through the table forever. A
+/// record is only ever deleted after the writer re-checks it, so a key
+/// claimed again meanwhile is kept; a failed step is retried from the start.
+pub fn spawn_sweeper(store: Arc<dyn Store>) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let mut tick = tokio::time::interval(SWEEP_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut after = None;
+        loop {
+            tick.tick().await;
+            match store.idempotency_sweep(after.take(), SWEEP_PAGE).await {
+                Ok(page) => {
+                    if page.removed > 0 {
+                        tracing::debug!(removed = page.removed, "idempotency records that no longer bind removed");
+                    }
+                    after = page.next;
+                }
+                Err(e) => tracing::warn!(error = %e, "idempotency sweep failed; it starts over at the next tick"),
+            }
+        }
+    })
+}
 
 /// SHA-256 of the body as canonical JSON (sorted keys, no spaces), or of the
 /// raw bytes when it is not JSON.

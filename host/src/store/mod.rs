@@ -17,6 +17,15 @@ use crate::auth::keys::KeyHash;
 use model::{ApiKeyRecord, AuditEntry, AuditRecord, Group, User};
 use records::{Claim, IdempotencyRecord, OutboxEvent, RequestOutcome, UsageTotals};
 
+/// One step of a sweep through a table in key order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SweepPage {
+    /// Rows deleted.
+    pub removed: usize,
+    /// Where the next step starts; `None` once the end of the table was reached.
+    pub next: Option<String>,
+}
+
 /// Usage totals by row name (`user/<id>` or `key/<id>` without the prefix), as the usage view lists them.
 pub type UsageRows = Vec<(String, UsageTotals)>;
 
@@ -142,6 +151,10 @@ pub trait Store: Send + Sync + 'static {
     async fn idempotency_claim(&self, scope: &str, record: IdempotencyRecord) -> StoreResult<Claim>;
     /// Extend the lease of an in-flight claim.
     async fn idempotency_renew(&self, scope: &str, lease_until: chrono::DateTime<chrono::Utc>) -> StoreResult<()>;
+    /// Delete the records that no longer bind (expired, or in flight with a
+    /// lapsed lease) among up to `limit` records after `after` in key order.
+    /// A record made live again since it was read is kept.
+    async fn idempotency_sweep(&self, after: Option<String>, limit: usize) -> StoreResult<SweepPage>;
     /// Queue events (and their audit records) in the outbox.
     async fn enqueue_events(&self, events: Vec<OutboxEvent>, audit: Vec<AuditEntry>) -> StoreResult<()>;
     /// A signed receipt by bundle id.

@@ -133,6 +133,76 @@ pub fn idempotency_renew(txn: &WriteTransaction, scope: &str, lease_until: chron
     Ok(())
 }
 
+/// Of up to `limit` records after `after` (key order), the scopes of those not
+/// live at `now`, and where to go on (`None` at the end of the table). Reads
+/// only the expiry and lease of each record, not its stored response.
+pub fn idempotency_not_live(
+    db: &redb::Database,
+    after: Option<&str>,
+    limit: usize,
+    now: chrono::DateTime<Utc>,
+) -> StoreResult<(Vec<String>, Option<String>)> {
+    /// The parts of an [`IdempotencyRecord`] that say whether it binds.
+    #[derive(serde::Deserialize)]
+    struct Head {
+        expires_at: chrono::DateTime<Utc>,
+        state: StateHead,
+    }
+    #[derive(serde::Deserialize)]
+    struct StateHead {
+        lease_until: Option<chrono::DateTime<Utc>>,
+    }
+    let txn = db.begin_read().map_err(backend)?;
+    let t = txn.open_table(IDEMPOTENCY).map_err(backend)?;
+    let range = match after {
+        Some(a) => t.range::<&str>((std::ops::Bound::Excluded(a), std::ops::Bound::Unbounded)),
+        None => t.range::<&str>(..),
+    }
+    .map_err(backend)?;
+    let (mut found, mut last, mut seen) = (Vec::new(), None, 0);
+    for item in range.take(limit) {
+        let (k, v) = item.map_err(backend)?;
+        seen += 1;
+        let scope = k.value().to_owned();
+        let live = match serde_json::from_slice::<Head>(v.value()) {
+            Ok(h) => h.expires_at > now && h.state.lease_until.is_none_or(|l| l > now),
+            // Unreadable: leave it to the exact check below.
+            Err(_) => false,
+        };
+        if !live {
+            found.push(scope.clone());
+        }
+        last = Some(scope);
+    }
+    Ok((found, if seen == limit { last } else { None }))
+}
+
+/// Delete those of `scopes` whose record does not bind at `now`; how many.
+/// A scope claimed again since it was found is live and stays.
+pub fn idempotency_remove_not_live(txn: &WriteTransaction, scopes: &[String], now: chrono::DateTime<Utc>) -> StoreResult<usize> {
+    let mut t = txn.open_table(IDEMPOTENCY).map_err(backend)?;
+    let mut removed = 0;
+    for scope in scopes {
+        let live = match t.get(scope.as_str()).map_err(backend)? {
+            Some(v) => match decode::<IdempotencyRecord>(v.value()) {
+                Ok(r) => r.is_live(now),
+                // Unreadable, it could never be replayed or claimed again
+                // (both read it first): removing it frees the key.
+                Err(e) => {
+                    tracing::warn!(scope = %scope, error = %e, "removing an unreadable idempotency record");
+                    false
+                }
+            },
+            None => continue,
+        };
+        if !live {
+            t.remove(scope.as_str()).map_err(backend)?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
 pub fn enqueue(txn: &WriteTransaction, events: &[OutboxEvent], audit_entries: &[AuditEntry]) -> StoreResult<()> {
     push_events(txn, events)?;
     audit::append(txn, audit_entries)
@@ -147,4 +217,101 @@ pub fn outbox_after(db: &redb::Database, after: u64, limit: usize) -> StoreResul
         out.push((k.value(), decode(v.value())?));
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Duration;
+
+    use super::*;
+    use crate::store::Store;
+    use crate::store::redb::RedbStore;
+
+    fn record(expires_in: i64, state: IdempotencyState) -> IdempotencyRecord {
+        IdempotencyRecord { body_hash: "h".into(), state, expires_at: Utc::now() + Duration::seconds(expires_in) }
+    }
+
+    fn completed() -> IdempotencyState {
+        IdempotencyState::Completed { status: 200, content_type: "application/json".into(), body: "{\"answer\":\"x\"}".repeat(100) }
+    }
+
+    fn in_flight(lease_in: i64) -> IdempotencyState {
+        IdempotencyState::InFlight { lease_until: Utc::now() + Duration::seconds(lease_in) }
+    }
+
+    #[tokio::test]
+    async fn a_sweep_removes_only_records_that_no_longer_bind() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = RedbStore::open(dir.path(), true).expect("open");
+        // Claims take over dead records, so put the dead ones in directly.
+        let rows = [
+            ("k1/a-expired", record(-10, completed())),
+            ("k1/b-live", record(3600, completed())),
+            ("k1/c-lapsed-lease", record(3600, in_flight(-1))),
+            ("k1/d-leased", record(3600, in_flight(30))),
+            ("k1/e-expired-in-flight", record(-1, in_flight(30))),
+        ];
+        for (scope, r) in rows.clone() {
+            store
+                .writer
+                .write(move |txn| {
+                    let mut t = txn.open_table(IDEMPOTENCY).map_err(backend)?;
+                    t.insert(scope, encode(&r)?.as_slice()).map_err(backend)?;
+                    Ok(())
+                })
+                .await
+                .expect("insert");
+        }
+        store
+            .writer
+            .write(|txn| {
+                let mut t = txn.open_table(IDEMPOTENCY).map_err(backend)?;
+                t.insert("k1/f-unreadable", b"not json".as_slice()).map_err(backend)?;
+                Ok(())
+            })
+            .await
+            .expect("insert");
+
+        // Pages of two: three steps reach the end of the six rows.
+        let (mut after, mut removed, mut steps) = (None, 0, 0);
+        loop {
+            let page = store.idempotency_sweep(after, 2).await.expect("sweep");
+            removed += page.removed;
+            steps += 1;
+            match page.next {
+                Some(n) => after = Some(n),
+                None => break,
+            }
+        }
+        assert_eq!((removed, steps), (4, 4), "the fourth step finds the end");
+        for (scope, _) in &rows {
+            let kept = store.idempotency_get(scope).expect("get").is_some();
+            assert_eq!(kept, ["k1/b-live", "k1/d-leased"].contains(scope), "{scope}");
+        }
+        // The unreadable row is gone too (reading it would have failed).
+        assert!(store.idempotency_get("k1/f-unreadable").expect("read").is_none());
+    }
+
+    #[tokio::test]
+    async fn a_record_claimed_again_after_it_was_found_is_kept() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = RedbStore::open(dir.path(), true).expect("open");
+        let dead = record(-10, completed());
+        store
+            .writer
+            .write(move |txn| {
+                let mut t = txn.open_table(IDEMPOTENCY).map_err(backend)?;
+                t.insert("k1/x", encode(&dead)?.as_slice()).map_err(backend)?;
+                Ok(())
+            })
+            .await
+            .expect("insert");
+        let (found, next) = idempotency_not_live(&store.db, None, 10, Utc::now()).expect("scan");
+        assert_eq!((found.clone(), next), (vec!["k1/x".to_owned()], None));
+        // A request claims the key between the scan and the delete.
+        assert_eq!(store.idempotency_claim("k1/x", record(3600, in_flight(30))).await.expect("claim"), Claim::Claimed);
+        let removed = store.writer.write(move |txn| idempotency_remove_not_live(txn, &found, Utc::now())).await.expect("remove");
+        assert_eq!(removed, 0);
+        assert!(store.idempotency_get("k1/x").expect("get").is_some_and(|r| r.is_live(Utc::now())));
+    }
 }

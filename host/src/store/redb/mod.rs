@@ -397,6 +397,18 @@ impl Store for RedbStore {
         self.writer.write(move |txn| chat::idempotency_renew(txn, &scope, lease_until)).await
     }
 
+    async fn idempotency_sweep(&self, after: Option<String>, limit: usize) -> StoreResult<crate::store::SweepPage> {
+        // Candidates are found in a read transaction, so the writer, which
+        // every request waits on, only re-checks and deletes the few found.
+        let (candidates, next) = chat::idempotency_not_live(&self.db, after.as_deref(), limit, chrono::Utc::now())?;
+        let removed = if candidates.is_empty() {
+            0
+        } else {
+            self.writer.write(move |txn| chat::idempotency_remove_not_live(txn, &candidates, chrono::Utc::now())).await?
+        };
+        Ok(crate::store::SweepPage { removed, next })
+    }
+
     async fn enqueue_events(&self, events: Vec<OutboxEvent>, audit: Vec<AuditEntry>) -> StoreResult<()> {
         self.writer.write(move |txn| chat::enqueue(txn, &events, &audit)).await
     }
