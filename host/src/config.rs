@@ -345,6 +345,10 @@ pub struct WebhooksConfig {
     /// Finished deliveries kept per endpoint for the deliveries view; older
     /// ones are pruned (pending deliveries are never pruned).
     pub deliveries_kept_per_endpoint: usize,
+    /// Days an event stays in the outbox (the `GET /api/admin/events` log and
+    /// the webhooks' source) once every enabled endpoint has dealt with it;
+    /// 0 keeps events forever.
+    pub events_retention_days: u64,
 }
 
 impl Default for WebhooksConfig {
@@ -357,6 +361,7 @@ impl Default for WebhooksConfig {
             poll_interval_ms: 100,
             max_in_flight_per_endpoint: 8,
             deliveries_kept_per_endpoint: 200,
+            events_retention_days: 30,
         }
     }
 }
@@ -465,6 +470,12 @@ impl Config {
         if too_long(self.webhooks.poll_interval_ms / 1000) {
             return Err(format!("webhooks.poll_interval_ms: at most {MAX_SPAN_SECS}000 (ten years)"));
         }
+        if too_long(self.webhooks.events_retention_days.saturating_mul(24 * 3600)) {
+            return Err(format!(
+                "webhooks.events_retention_days: at most {} (ten years; 0 keeps events forever)",
+                MAX_SPAN_SECS / (24 * 3600)
+            ));
+        }
         Ok(())
     }
 }
@@ -534,6 +545,7 @@ mod tests {
             ("[chat]\nidempotency_ttl_secs = 9223372036854775807\n", "chat.idempotency_ttl_secs"),
             ("[webhooks]\nretry_delays_secs = [0, 99999999999999]\n", "webhooks.retry_delays_secs"),
             ("[webhooks]\npoll_interval_ms = 9223372036854775807\n", "webhooks.poll_interval_ms"),
+            ("[webhooks]\nevents_retention_days = 9223372036854775807\n", "webhooks.events_retention_days"),
         ] {
             let f = write(toml);
             let msg = Config::load(Some(f.path())).expect_err(key).to_string();

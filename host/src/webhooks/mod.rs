@@ -58,6 +58,47 @@ pub struct Webhooks {
     config: Arc<ArcSwap<Config>>,
     lookup: Arc<dyn Lookup>,
     dispatcher: dispatcher::Dispatcher,
+    /// Deletes outbox events past `webhooks.events_retention_days`.
+    pruner: tokio::task::JoinHandle<()>,
+}
+
+/// How often the outbox is pruned, and how many events one commit deletes.
+const PRUNE_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+const PRUNE_BATCH: usize = 256;
+
+/// Delete events past their retention, a batch per commit so the writer the
+/// API requests wait on is never held long; the retention is read at each
+/// round, so a config reload applies without a restart.
+async fn prune_outbox(store: Arc<dyn WebhookStore>, config: Arc<ArcSwap<Config>>) {
+    let mut tick = tokio::time::interval(PRUNE_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tick.tick().await;
+        let days = config.load().webhooks.events_retention_days;
+        if days == 0 {
+            continue;
+        }
+        let cutoff = chrono::Utc::now().timestamp().saturating_sub(i64::try_from(days.saturating_mul(24 * 3600)).unwrap_or(i64::MAX));
+        let mut removed = 0;
+        loop {
+            match store.prune_outbox(cutoff, PRUNE_BATCH).await {
+                Ok(n) => {
+                    removed += n;
+                    if n < PRUNE_BATCH {
+                        break;
+                    }
+                    tokio::task::yield_now().await;
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "pruning the event outbox failed; trying again at the next round");
+                    break;
+                }
+            }
+        }
+        if removed > 0 {
+            tracing::info!(removed, retention_days = days, "old events deleted from the outbox");
+        }
+    }
 }
 
 impl Webhooks {
@@ -81,7 +122,8 @@ impl Webhooks {
     ) -> anyhow::Result<Arc<Self>> {
         store.prepare_webhooks().await.map_err(|e| anyhow::anyhow!("cannot prepare the webhook tables: {e}"))?;
         let dispatcher = dispatcher::Dispatcher::start(store.clone(), host_store.clone(), config.clone(), lookup.clone())?;
-        Ok(Arc::new(Webhooks { store, host_store, config, lookup, dispatcher }))
+        let pruner = tokio::spawn(prune_outbox(store.clone(), config.clone()));
+        Ok(Arc::new(Webhooks { store, host_store, config, lookup, dispatcher, pruner }))
     }
 
     /// Events were just committed to the outbox: have the endpoints' workers
@@ -98,6 +140,7 @@ impl Webhooks {
 
     /// Stop dispatching. Pending deliveries stay in the store and resume at the next start.
     pub async fn shutdown(&self) {
+        self.pruner.abort();
         self.dispatcher.shutdown().await;
     }
 

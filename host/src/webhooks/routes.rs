@@ -95,6 +95,7 @@
 //! | `poll_interval_ms` | `100` | how often the dispatcher reads new outbox events |
 //! | `max_in_flight_per_endpoint` | `8` | concurrent requests to one endpoint |
 //! | `deliveries_kept_per_endpoint` | `200` | finished deliveries kept for the deliveries view |
+//! | `events_retention_days` | `30` | days an outbox event is kept once every enabled endpoint is past it; `0` keeps all |
 //!
 //! # Errors
 //! 400 `VALIDATION_ERROR` (bad body, URL refused, unknown event), 404

@@ -253,6 +253,11 @@ pub trait WebhookStore: Send + Sync + 'static {
     async fn record(&self, attempts: Vec<Attempt>, cursors: Vec<(String, u64)>) -> StoreResult<Vec<AttemptEffect>>;
     /// Finish pending deliveries without an attempt (their endpoint is disabled).
     async fn cancel_deliveries(&self, endpoint_id: &str, ids: Vec<String>, reason: String, keep: usize) -> StoreResult<()>;
+    /// Delete outbox events created before `created_before` (Unix seconds),
+    /// oldest first, at most `limit`, and only those every enabled endpoint's
+    /// cursor has passed (a pending retry keeps its own copy of the body).
+    /// The newest event always stays: the next one's sequence number follows it.
+    async fn prune_outbox(&self, created_before: i64, limit: usize) -> StoreResult<usize>;
 }
 
 const ENDPOINTS: TableDefinition<&str, &[u8]> = TableDefinition::new("webhook_endpoints");
@@ -760,6 +765,45 @@ impl WebhookStore for RedbStore {
             })
             .await
     }
+
+    async fn prune_outbox(&self, created_before: i64, limit: usize) -> StoreResult<usize> {
+        self.writer()
+            .write(move |txn| {
+                let head = outbox_head(txn)?;
+                // Every enabled endpoint is past its cursor; a disabled one is
+                // moved to the head when it is enabled again.
+                let floor = {
+                    let tx = Tx::open(txn)?;
+                    let mut floor = head;
+                    for item in tx.endpoints.iter().map_err(backend)? {
+                        let (id, v) = item.map_err(backend)?;
+                        let ep: Endpoint = decode(v.value())?;
+                        if ep.enabled {
+                            let cursor = tx.cursors.get(id.value()).map_err(backend)?.map_or(0, |c| c.value());
+                            floor = floor.min(cursor);
+                        }
+                    }
+                    floor
+                };
+                let mut outbox = txn.open_table(OUTBOX).map_err(backend)?;
+                let mut gone = Vec::new();
+                for item in outbox.range(..head.min(floor.saturating_add(1))).map_err(backend)?.take(limit) {
+                    let (seq, v) = item.map_err(backend)?;
+                    let ev: OutboxEvent = decode(v.value())?;
+                    // Sequence numbers follow commit order, so creation times
+                    // rise along the table (bar clock steps): stop at the first young one.
+                    if ev.created >= created_before {
+                        break;
+                    }
+                    gone.push(seq.value());
+                }
+                for seq in &gone {
+                    outbox.remove(*seq).map_err(backend)?;
+                }
+                Ok(gone.len())
+            })
+            .await
+    }
 }
 
 #[cfg(test)]
@@ -844,6 +888,43 @@ mod tests {
         s.enqueue_events((0..5).map(|_| event("dlp:incident")).collect(), Vec::new()).await.expect("events");
         s.update_endpoint("wh_a", EndpointPatch { enabled: Some(true), ..Default::default() }, entry()).await.expect("on");
         assert_eq!(s.endpoint_cursor("wh_a").expect("cursor"), 7);
+    }
+
+    fn aged(days: i64) -> OutboxEvent {
+        let mut e = event("pii:incident");
+        e.created -= days * 24 * 3600;
+        e
+    }
+
+    fn seqs(s: &RedbStore) -> Vec<u64> {
+        s.outbox_after(0, 100).expect("outbox").into_iter().map(|(seq, _)| seq).collect()
+    }
+
+    #[tokio::test]
+    async fn the_outbox_keeps_what_an_enabled_endpoint_has_not_passed_young_events_and_the_newest() {
+        let (_d, s) = store().await;
+        let cutoff = Utc::now().timestamp() - 30 * 24 * 3600;
+        // wh_b starts at the head (0), before any event.
+        s.create_endpoint(endpoint("wh_b", &["*"]), WebhookSecret::generate(), entry()).await.expect("b");
+        s.enqueue_events((0..5).map(|_| aged(100)).collect(), Vec::new()).await.expect("old");
+        s.enqueue_events(vec![aged(1)], Vec::new()).await.expect("young");
+        s.create_endpoint(endpoint("wh_a", &["*"]), WebhookSecret::generate(), entry()).await.expect("a");
+        assert_eq!(s.prune_outbox(cutoff, 100).await.expect("prune"), 0, "wh_b has passed none");
+        s.record(Vec::new(), vec![("wh_b".into(), 3)]).await.expect("cursor");
+        assert_eq!(s.prune_outbox(cutoff, 2).await.expect("prune"), 2, "at most the limit");
+        assert_eq!(s.prune_outbox(cutoff, 100).await.expect("prune"), 1);
+        assert_eq!(seqs(&s), [4, 5, 6]);
+        // A disabled endpoint holds nothing back (enabling it again skips to the head).
+        s.update_endpoint("wh_b", EndpointPatch { enabled: Some(false), ..Default::default() }, entry()).await.expect("off");
+        assert_eq!(s.prune_outbox(cutoff, 100).await.expect("prune"), 2);
+        assert_eq!(seqs(&s), [6], "the young event stays");
+        // All old, no endpoint behind: the newest stays, and numbering goes on after it.
+        s.delete_endpoint("wh_a", entry()).await.expect("delete a");
+        s.enqueue_events(vec![aged(100)], Vec::new()).await.expect("old");
+        assert_eq!(s.prune_outbox(Utc::now().timestamp() + 1, 100).await.expect("prune"), 1);
+        assert_eq!(seqs(&s), [7]);
+        s.enqueue_events(vec![event("dlp:incident")], Vec::new()).await.expect("new");
+        assert_eq!(seqs(&s), [7, 8]);
     }
 
     #[tokio::test]

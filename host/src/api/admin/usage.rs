@@ -1,5 +1,7 @@
 //! `GET /api/admin/usage`: requests and tokens per user and per key.
 //! `GET /api/admin/events`: the event outbox (newest last), for operators and tests.
+//! Events older than `webhooks.events_retention_days` are pruned once every
+//! enabled webhook endpoint is past them (`webhooks::prune_outbox`).
 
 use axum::Json;
 use axum::extract::{Query, State};
