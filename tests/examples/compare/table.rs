@@ -97,38 +97,30 @@ fn added_p50(row: &Row, base: Option<&Row>, rate: u32) -> Option<f64> {
     held(r, rate).then_some(r.p50 - b.p50)
 }
 
+/// The table's header and separator lines, and its number of columns.
+fn header(rates: &[u32], errors: &str) -> (String, usize) {
+    let top = rates.iter().copied().max().unwrap_or(1000);
+    let mut head = vec!["target".to_owned()];
+    head.extend(rates.iter().map(|r| format!("added p50 / p90 / p99 ms @ {r} rps")));
+    head.extend(rates.iter().map(|r| format!("stream added TTFT p50 / p99 ms @ {r} rps")));
+    head.extend(["max rps (64 conns)", errors, "CPU µs/req", "idle RSS MiB", "peak RSS MiB", "start-up ms"].map(str::to_owned));
+    head.push(format!("vs nginx: added p50 @ {top} / max rps / CPU"));
+    (format!("| {} |\n|{}\n", head.join(" | "), "---|".repeat(head.len())), head.len())
+}
+
 /// A Markdown table (also readable as plain text).
 pub fn render(rows: &[Row], rates: &[u32]) -> String {
     let base = rows.iter().find(|r| r.name.starts_with("direct"));
     let nginx = rows.iter().find(|r| r.name == "nginx");
     let top = rates.iter().copied().max().unwrap_or(1000);
-    let mut head = vec!["target".to_owned()];
-    for r in rates {
-        head.push(format!("added p50 / p90 / p99 ms @ {r} rps"));
-    }
-    for r in rates {
-        head.push(format!("stream added TTFT p50 / p99 ms @ {r} rps"));
-    }
-    head.extend(
-        [
-            "max rps (64 conns)",
-            "errors (max run)",
-            "CPU µs/req",
-            "idle RSS MiB",
-            "peak RSS MiB",
-            "start-up ms",
-            &format!("vs nginx: added p50 @ {top} / max rps / CPU"),
-        ]
-        .map(str::to_owned),
-    );
-    let mut out = format!("| {} |\n|{}\n", head.join(" | "), "---|".repeat(head.len()));
+    let (mut out, columns) = header(rates, "errors (max run)");
     for row in rows {
         let mut cells = vec![row.name.clone()];
         if let Some(f) = &row.failure
             && row.fixed.is_empty()
         {
             cells.push(format!("not measured: {f}"));
-            cells.extend(std::iter::repeat_n(String::new(), head.len() - 2));
+            cells.extend(std::iter::repeat_n(String::new(), columns - 2));
             out.push_str(&format!("| {} |\n", cells.join(" | ")));
             continue;
         }
@@ -194,24 +186,32 @@ struct Round<'a> {
     nginx: Option<&'a Row>,
 }
 
-/// Added p50 / p90 / p99 at `rate` of the rounds that held it (medians), the
-/// p50's range, and how many rounds held when not all did.
-fn fixed_medians(rounds: &[Round], rate: u32) -> String {
-    let mut added: Vec<[f64; 3]> = Vec::new();
-    let mut measured = 0;
-    let mut is_base = false;
+/// The medians of one figure over the rounds that held `rate`: each round's
+/// `quantiles` of the target's `run` minus the direct row's (the direct row
+/// itself: absolute), the range of quantile `ranged.0` (named `ranged.1`),
+/// and in how many rounds the rate held when not all did.
+fn medians_cell<T, const N: usize>(
+    rounds: &[Round],
+    rate: u32,
+    run: impl Fn(&Row) -> Option<&T>,
+    kept: impl Fn(&T) -> bool,
+    quantiles: impl Fn(&T) -> [f64; N],
+    ranged: (usize, &str),
+) -> String {
+    let (mut added, mut measured, mut is_base) = (Vec::<[f64; N]>::new(), 0, false);
     for r in rounds {
         let (Some(row), Some(base)) = (r.row, r.base) else { continue };
-        let Some((_, x)) = row.fixed.iter().find(|(q, _)| *q == rate) else { continue };
+        let Some(x) = run(row) else { continue };
         measured += 1;
         is_base = std::ptr::eq(row, base);
-        if !held(x, rate) {
+        if !kept(x) {
             continue;
         }
+        let q = quantiles(x);
         if is_base {
-            added.push([x.p50, x.p90, x.p99]);
-        } else if let Some((_, b)) = base.fixed.iter().find(|(q, _)| *q == rate) {
-            added.push([x.p50 - b.p50, x.p90 - b.p90, x.p99 - b.p99]);
+            added.push(q);
+        } else if let Some(b) = run(base).map(&quantiles) {
+            added.push(std::array::from_fn(|i| q[i] - b[i]));
         }
     }
     if measured == 0 {
@@ -220,56 +220,36 @@ fn fixed_medians(rounds: &[Round], rate: u32) -> String {
     if added.is_empty() {
         return format!("could not hold {rate} rps in any of {measured} rounds");
     }
-    let q = |i: usize| spread(added.iter().map(|a| Some(a[i])));
-    let (p50, lo, hi) = q(0).unwrap_or((f64::NAN, f64::NAN, f64::NAN));
-    let mut cell = format!(
-        "{}{} / {} / {} (p50 {}–{})",
-        if is_base { "base " } else { "" },
-        ms(p50),
-        ms(q(1).map_or(f64::NAN, |s| s.0)),
-        ms(q(2).map_or(f64::NAN, |s| s.0)),
-        ms(lo),
-        ms(hi)
-    );
+    let median = |i: usize| spread(added.iter().map(|a| Some(a[i])));
+    let figures: Vec<String> = (0..N).map(|i| ms(median(i).map_or(f64::NAN, |s| s.0))).collect();
+    let (_, lo, hi) = median(ranged.0).unwrap_or((f64::NAN, f64::NAN, f64::NAN));
+    let mut cell = format!("{}{} ({} {}–{})", if is_base { "base " } else { "" }, figures.join(" / "), ranged.1, ms(lo), ms(hi));
     if added.len() < measured {
         cell.push_str(&format!("; held in {} of {measured}", added.len()));
     }
     cell
 }
 
-/// Streams: added TTFT p50 / p99 medians over the rounds that held `rate`.
+/// The run at `rate` of a row's runs.
+fn at<T>(runs: &[(u32, T)], rate: u32) -> Option<&T> {
+    runs.iter().find(|(q, _)| *q == rate).map(|(_, x)| x)
+}
+
+/// Added p50 / p90 / p99 at a fixed `rate` (median over rounds, p50's range).
+fn fixed_medians(rounds: &[Round], rate: u32) -> String {
+    medians_cell::<OhaRun, 3>(rounds, rate, |row| at(&row.fixed, rate), |x| held(x, rate), |x| [x.p50, x.p90, x.p99], (0, "p50"))
+}
+
+/// Streams: added TTFT p50 / p99 at `rate` (median over rounds, p99's range).
 fn stream_medians(rounds: &[Round], rate: u32) -> String {
-    let mut added: Vec<[f64; 2]> = Vec::new();
-    let mut measured = 0;
-    let mut is_base = false;
-    for r in rounds {
-        let (Some(row), Some(base)) = (r.row, r.base) else { continue };
-        let Some((_, x)) = row.streams.iter().find(|(q, _)| *q == rate) else { continue };
-        measured += 1;
-        is_base = std::ptr::eq(row, base);
-        if !stream_held(x) {
-            continue;
-        }
-        if is_base {
-            added.push([x.quantile(0.5), x.quantile(0.99)]);
-        } else if let Some((_, b)) = base.streams.iter().find(|(q, _)| *q == rate) {
-            added.push([x.quantile(0.5) - b.quantile(0.5), x.quantile(0.99) - b.quantile(0.99)]);
-        }
-    }
-    if measured == 0 {
-        return "—".into();
-    }
-    if added.is_empty() {
-        return format!("could not hold {rate} rps in any of {measured} rounds");
-    }
-    let q = |i: usize| spread(added.iter().map(|a| Some(a[i])));
-    let (p99, lo, hi) = q(1).unwrap_or((f64::NAN, f64::NAN, f64::NAN));
-    let mut cell =
-        format!("{}{} / {} (p99 {}–{})", if is_base { "base " } else { "" }, ms(q(0).map_or(f64::NAN, |s| s.0)), ms(p99), ms(lo), ms(hi));
-    if added.len() < measured {
-        cell.push_str(&format!("; held in {} of {measured}", added.len()));
-    }
-    cell
+    medians_cell::<StreamRun, 2>(
+        rounds,
+        rate,
+        |row| at(&row.streams, rate),
+        stream_held,
+        |x| [x.quantile(0.5), x.quantile(0.99)],
+        (1, "p99"),
+    )
 }
 
 /// Per round, `f` of the target's row over `f` of that round's nginx row;
@@ -286,18 +266,7 @@ fn ratios(per: &[Round], f: impl Fn(&Row, &Round) -> Option<f64>) -> Option<(f64
 /// (both measured minutes apart on the same machine), then their median.
 pub fn render_medians(rounds: &[Vec<Row>], rates: &[u32]) -> String {
     let top = rates.iter().copied().max().unwrap_or(1000);
-    let mut head = vec!["target".to_owned()];
-    for r in rates {
-        head.push(format!("added p50 / p90 / p99 ms @ {r} rps"));
-    }
-    for r in rates {
-        head.push(format!("stream added TTFT p50 / p99 ms @ {r} rps"));
-    }
-    head.extend(
-        ["max rps (64 conns)", "errors (max runs)", "CPU µs/req", "idle RSS MiB", "peak RSS MiB", "start-up ms"].map(str::to_owned),
-    );
-    head.push(format!("vs nginx: added p50 @ {top} / max rps / CPU"));
-    let mut out = format!("| {} |\n|{}\n", head.join(" | "), "---|".repeat(head.len()));
+    let (mut out, _) = header(rates, "errors (max runs)");
     let mut names: Vec<&str> = Vec::new();
     for rows in rounds {
         for row in rows {
