@@ -45,7 +45,7 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> any
     let knowledge = crate::wasm::knowledge::Knowledge::new(plugins.clone(), config_swap.clone());
     knowledge.seed_folders()?;
     let webhooks = crate::webhooks::Webhooks::start(store.clone(), config_swap.clone()).await?;
-    crate::chat::idempotency::spawn_sweeper(store_dyn.clone());
+    let sweeper = crate::chat::idempotency::spawn_sweeper(store_dyn.clone());
     let app = AppState::new(crate::app::Shared {
         config: config_swap,
         plugins: plugins.clone(),
@@ -84,6 +84,7 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> any
         Err(_) => tracing::warn!(grace_ms = grace.as_millis() as u64, "requests still running after the grace period; stopping anyway"),
     }
     webhooks.shutdown().await;
+    sweeper.abort();
     store.flush().await?;
     tracing::info!("storage flushed; bye");
     Ok(())
