@@ -51,6 +51,11 @@ pub struct IndexLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+pub struct TableLabel {
+    pub table: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct OutcomeLabel {
     pub outcome: String,
 }
@@ -86,6 +91,7 @@ pub struct Metrics {
     pub retrieval_failures: Family<IndexLabel, Counter>,
     pub store_commits: Counter,
     pub store_commit_writes: Histogram,
+    pub retention_deleted: Family<TableLabel, Counter>,
 }
 
 impl Metrics {
@@ -108,6 +114,7 @@ impl Metrics {
         let retrieval_duration = Family::<IndexLabel, Histogram>::new_with_constructor(|| Histogram::new(latency_buckets()) as Histogram);
         let retrieval_failures = Family::<IndexLabel, Counter>::default();
         let store_commits = Counter::default();
+        let retention_deleted = Family::<TableLabel, Counter>::default();
         let store_commit_writes = Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(1.0, 2.0, 10));
         registry.register("http_requests", "HTTP requests by route and status", requests.clone());
         registry.register("http_request_duration_seconds", "HTTP request latency by route", request_duration.clone());
@@ -146,6 +153,11 @@ impl Metrics {
             "Writes per group commit (a request's outcome is one; pending quota counts ride along)",
             store_commit_writes.clone(),
         );
+        registry.register(
+            "retention_deleted",
+            "Rows deleted by retention: `idempotency` (records past their TTL), `outbox` (events past webhooks.events_retention_days)",
+            retention_deleted.clone(),
+        );
         Metrics {
             registry,
             requests,
@@ -165,6 +177,7 @@ impl Metrics {
             retrieval_failures,
             store_commits,
             store_commit_writes,
+            retention_deleted,
         }
     }
 
@@ -198,6 +211,11 @@ impl Metrics {
 
     /// Webhook attempts by what came of them: `delivered`, `retry` (failed, scheduled again),
     /// `failed` (attempts used up) and `cancelled` (the endpoint was disabled before it was due).
+    /// Rows of `table` deleted by a retention sweep.
+    pub fn retention_deleted(&self, table: &str, n: usize) {
+        self.retention_deleted.get_or_create(&TableLabel { table: table.to_owned() }).inc_by(n as u64);
+    }
+
     pub fn webhook_outcome(&self, outcome: &'static str, n: u64) {
         self.webhook_deliveries.get_or_create(&OutcomeLabel { outcome: outcome.to_owned() }).inc_by(n);
     }

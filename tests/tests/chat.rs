@@ -353,6 +353,8 @@ async fn idempotency_records_past_their_ttl_are_deleted_from_the_data_file() {
     }
     // The TTL is 1 s and the sweep reads a page every 2 s.
     tokio::time::sleep(std::time::Duration::from_millis(4500)).await;
+    let metrics = s.admin(Method::GET, "/metrics").send().await.expect("metrics").text().await.expect("text");
+    assert!(metrics.contains("gatehouse_retention_deleted_total{table=\"idempotency\"} 2"), "{metrics}");
     assert!(s.terminate(), "clean shutdown");
     let store = gatehouse::store::redb::RedbStore::open(&data, true).expect("open the data file");
     for idem in ["one", "two"] {

@@ -48,6 +48,7 @@ pub fn spawn_sweeper(store: Arc<dyn Store>) -> tokio::task::JoinHandle<()> {
             match store.idempotency_sweep(after.take(), SWEEP_PAGE).await {
                 Ok(page) => {
                     if page.removed > 0 {
+                        crate::metrics::get().retention_deleted("idempotency", page.removed);
                         tracing::debug!(removed = page.removed, "idempotency records that no longer bind removed");
                     }
                     after = page.next;

@@ -84,6 +84,7 @@ async fn prune_outbox(store: Arc<dyn WebhookStore>, config: Arc<ArcSwap<Config>>
             match store.prune_outbox(cutoff, PRUNE_BATCH).await {
                 Ok(n) => {
                     removed += n;
+                    crate::metrics::get().retention_deleted("outbox", n);
                     if n < PRUNE_BATCH {
                         break;
                     }
