@@ -271,6 +271,23 @@ const META: TableDefinition<&str, u64> = TableDefinition::new("webhook_meta");
 /// Above every delivery id, for range ends.
 const ID_MAX: &str = "\u{10ffff}";
 
+/// The outbox cursor of every enabled endpoint (0 if it has none). A disabled
+/// endpoint has none that matters: enabling it moves it to the head.
+fn enabled_cursors(
+    endpoints: &impl ReadableTable<&'static str, &'static [u8]>,
+    cursors: &impl ReadableTable<&'static str, u64>,
+) -> StoreResult<Vec<u64>> {
+    let mut out = Vec::new();
+    for item in endpoints.iter().map_err(backend)? {
+        let (_, v) = item.map_err(backend)?;
+        let ep: Endpoint = decode(v.value())?;
+        if ep.enabled {
+            out.push(cursors.get(ep.id.as_str()).map_err(backend)?.map_or(0, |c| c.value()));
+        }
+    }
+    Ok(out)
+}
+
 fn finished_key(endpoint_id: &str) -> String {
     format!("finished:{endpoint_id}")
 }
@@ -641,17 +658,9 @@ impl WebhookStore for RedbStore {
     fn queue_depth(&self) -> StoreResult<u64> {
         self.wh_read(|txn| {
             let head = txn.open_table(OUTBOX).map_err(backend)?.last().map_err(backend)?.map(|(k, _)| k.value()).unwrap_or(0);
-            let cursors = txn.open_table(CURSORS).map_err(backend)?;
-            let mut waiting = txn.open_table(QUEUE).map_err(backend)?.len().map_err(backend)?;
-            for item in txn.open_table(ENDPOINTS).map_err(backend)?.iter().map_err(backend)? {
-                let (_, v) = item.map_err(backend)?;
-                let ep: Endpoint = decode(v.value())?;
-                if ep.enabled {
-                    let cursor = cursors.get(ep.id.as_str()).map_err(backend)?.map(|c| c.value()).unwrap_or(0);
-                    waiting += head.saturating_sub(cursor);
-                }
-            }
-            Ok(waiting)
+            let cursors = enabled_cursors(&txn.open_table(ENDPOINTS).map_err(backend)?, &txn.open_table(CURSORS).map_err(backend)?)?;
+            let queued = txn.open_table(QUEUE).map_err(backend)?.len().map_err(backend)?;
+            Ok(queued + cursors.iter().map(|c| head.saturating_sub(*c)).sum::<u64>())
         })
     }
 
@@ -770,20 +779,10 @@ impl WebhookStore for RedbStore {
         self.writer()
             .write(move |txn| {
                 let head = outbox_head(txn)?;
-                // Every enabled endpoint is past its cursor; a disabled one is
-                // moved to the head when it is enabled again.
+                // Every enabled endpoint is past its cursor.
                 let floor = {
                     let tx = Tx::open(txn)?;
-                    let mut floor = head;
-                    for item in tx.endpoints.iter().map_err(backend)? {
-                        let (id, v) = item.map_err(backend)?;
-                        let ep: Endpoint = decode(v.value())?;
-                        if ep.enabled {
-                            let cursor = tx.cursors.get(id.value()).map_err(backend)?.map_or(0, |c| c.value());
-                            floor = floor.min(cursor);
-                        }
-                    }
-                    floor
+                    enabled_cursors(&tx.endpoints, &tx.cursors)?.into_iter().fold(head, u64::min)
                 };
                 let mut outbox = txn.open_table(OUTBOX).map_err(backend)?;
                 let mut gone = Vec::new();
