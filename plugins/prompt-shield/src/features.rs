@@ -30,7 +30,7 @@ pub const HAND_NAMES: [&str; HAND] =
 const FNV_OFFSET: u32 = 0x811c_9dc5;
 const FNV_PRIME: u32 = 0x0100_0193;
 
-fn mix(h: u32, v: u32) -> u32 {
+const fn mix(h: u32, v: u32) -> u32 {
     (h ^ v).wrapping_mul(FNV_PRIME)
 }
 
@@ -189,35 +189,162 @@ const AI_ADDRESS: &[&str] = &[
     "llm:",
 ];
 
+/// Bits of [`WORDS`]: which lists a word is on.
+const OVERRIDE_BIT: u8 = 1;
+const RULE_BIT: u8 = 1 << 1;
+const EXTRACT_BIT: u8 = 1 << 2;
+const SECRET_BIT: u8 = 1 << 3;
+const PERSONA_BIT: u8 = 1 << 4;
+/// The word begins a phrase of [`PERSONA_PHRASES`].
+const PERSONA_FIRST_BIT: u8 = 1 << 5;
+/// The word begins a phrase of [`AI_ADDRESS`].
+const AI_FIRST_BIT: u8 = 1 << 6;
+
+/// Slots of [`WORDS`] (a power of two, well above the ~90 distinct words).
+const WORD_SLOTS: usize = 256;
+
+/// (word, list bits) per slot; an empty word marks a free slot.
+type WordTable = [(&'static [u8], u8); WORD_SLOTS];
+
+fn is_word_char(c: char) -> bool {
+    c.is_alphanumeric() || c == '-'
+}
+
+/// Hash of a word's characters (the lists are ASCII, so of its bytes too).
+const fn word_hash(bytes: &[u8]) -> usize {
+    let mut h = FNV_OFFSET;
+    let mut i = 0;
+    while i < bytes.len() {
+        h = mix(h, bytes[i] as u32);
+        i += 1;
+    }
+    h as usize & (WORD_SLOTS - 1)
+}
+
+const fn same(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+/// Adds `bit` to `word`'s slot (linear probing).
+const fn insert(mut table: WordTable, word: &'static [u8], bit: u8) -> WordTable {
+    let mut slot = word_hash(word);
+    loop {
+        if table[slot].0.is_empty() || same(table[slot].0, word) {
+            table[slot] = (word, table[slot].1 | bit);
+            return table;
+        }
+        slot = (slot + 1) & (WORD_SLOTS - 1);
+    }
+}
+
+/// The first word of a phrase: up to its first character that is not a word character.
+const fn first_word(phrase: &'static str) -> &'static [u8] {
+    let bytes = phrase.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() && (bytes[i].is_ascii_alphanumeric() || bytes[i] == b'-') {
+        i += 1;
+    }
+    bytes.split_at(i).0
+}
+
+const fn insert_all(mut table: WordTable, list: &[&'static str], bit: u8, first_only: bool) -> WordTable {
+    let mut i = 0;
+    while i < list.len() {
+        let word = if first_only { first_word(list[i]) } else { list[i].as_bytes() };
+        table = insert(table, word, bit);
+        i += 1;
+    }
+    table
+}
+
+/// Every listed word and the lists it is on, as an open-addressing hash
+/// table built at compile time: one lookup per word instead of a scan of
+/// every list (the lists are small, but a text has hundreds of words).
+static WORDS: WordTable = {
+    let t: WordTable = [(&[], 0); WORD_SLOTS];
+    let t = insert_all(t, OVERRIDE, OVERRIDE_BIT, false);
+    let t = insert_all(t, RULE_NOUNS, RULE_BIT, false);
+    let t = insert_all(t, EXTRACT, EXTRACT_BIT, false);
+    let t = insert_all(t, SECRET_NOUNS, SECRET_BIT, false);
+    let t = insert_all(t, PERSONA, PERSONA_BIT, false);
+    let t = insert_all(t, PERSONA_PHRASES, PERSONA_FIRST_BIT, true);
+    insert_all(t, AI_ADDRESS, AI_FIRST_BIT, true)
+};
+
+/// The longest listed word; longer words are on no list.
+const LONGEST_WORD: usize = {
+    let mut longest = 0;
+    let mut i = 0;
+    while i < WORD_SLOTS {
+        if WORDS[i].0.len() > longest {
+            longest = WORDS[i].0.len();
+        }
+        i += 1;
+    }
+    longest
+};
+
+/// The lists a word is on (0 for none), given its characters and their
+/// [`word_hash`] (the listed words are ASCII, so a word with any other
+/// character is on none).
+fn word_bits(word: &[char], hash: usize) -> u8 {
+    let mut slot = hash;
+    loop {
+        let (listed, bits) = WORDS[slot];
+        if listed.is_empty() {
+            return 0;
+        }
+        if listed.len() == word.len() && listed.iter().zip(word).all(|(b, c)| u32::from(*b) == *c as u32) {
+            return bits;
+        }
+        slot = (slot + 1) & (WORD_SLOTS - 1);
+    }
+}
+
 /// Dense hand features of a normalised text (each in 0..=1).
 pub fn hand_features(norm: &Normalized) -> [f32; HAND] {
     let t = &norm.tricks;
     let chars = &norm.chars;
-    let is_word = |c: char| c.is_alphanumeric() || c == '-';
-    let mut spans: Vec<(usize, usize)> = Vec::new();
+    // Words (start, end, lists the word is on).
+    let mut words: Vec<(usize, usize, u8)> = Vec::new();
     let mut i = 0;
     while i < chars.len() {
-        if is_word(chars[i]) {
+        if is_word_char(chars[i]) {
             let s = i;
-            while i < chars.len() && is_word(chars[i]) {
+            let (mut h, mut ascii) = (FNV_OFFSET, true);
+            while let Some(&c) = chars.get(i).filter(|c| is_word_char(**c)) {
+                h = mix(h, c as u32);
+                ascii &= c.is_ascii();
                 i += 1;
             }
-            spans.push((s, i));
+            let bits = if ascii && i - s <= LONGEST_WORD { word_bits(&chars[s..i], h as usize & (WORD_SLOTS - 1)) } else { 0 };
+            words.push((s, i, bits));
         } else {
             i += 1;
         }
     }
-    // The word and phrase lists are ASCII, so a byte-by-char comparison is exact.
+    // The phrase lists are ASCII, so a byte-by-char comparison is exact.
     let matches_at = |p: usize, s: &str| p + s.len() <= chars.len() && s.bytes().zip(&chars[p..]).all(|(b, c)| u32::from(b) == *c as u32);
-    let is_in = |(s, e): (usize, usize), list: &[&str]| list.iter().any(|w| w.len() == e - s && matches_at(s, w));
-    let near = |a: &[&str], b: &[&str], span: usize| {
-        spans.iter().enumerate().any(|(k, &w)| is_in(w, a) && spans.iter().skip(k + 1).take(span).any(|&v| is_in(v, b)))
+    let any = |bit: u8| words.iter().any(|w| w.2 & bit != 0);
+    // A word of list `a` followed within `span` words by one of list `b`.
+    let near = |a: u8, b: u8, span: usize| {
+        words.iter().enumerate().any(|(k, w)| w.2 & a != 0 && words.iter().skip(k + 1).take(span).any(|v| v.2 & b != 0))
     };
-    // Phrases match at a word start whose word is the phrase's first word: one
-    // pass over the words instead of a substring search per phrase (scalar in wasm).
-    let has_phrase = |phrases: &[&str]| {
-        let firsts: Vec<usize> = phrases.iter().map(|p| p.find(|c: char| !is_word(c)).unwrap_or(p.len())).collect();
-        spans.iter().any(|&(s, e)| phrases.iter().zip(&firsts).any(|(p, &f)| f == e - s && matches_at(s, p)))
+    // A phrase starts at a word that is its first word: the phrase matches
+    // there and is not shorter than the word (the character after the word
+    // is not a word character, so the phrase's first word ends there too).
+    let has_phrase = |phrases: &[&str], first: u8| {
+        words.iter().any(|&(s, e, bits)| bits & first != 0 && phrases.iter().any(|p| p.len() >= e - s && matches_at(s, p)))
     };
     let cap = |x: u32, k: f32| (x as f32 / k).min(1.0);
     [
@@ -226,10 +353,10 @@ pub fn hand_features(norm: &Normalized) -> [f32; HAND] {
         cap(t.mixed_script_words, 2.0),
         cap(t.leet_words, 3.0),
         cap(t.spaced_runs, 1.0),
-        f32::from(u8::from(near(OVERRIDE, RULE_NOUNS, 6))),
-        f32::from(u8::from(near(EXTRACT, SECRET_NOUNS, 5))),
-        f32::from(u8::from(spans.iter().any(|&w| is_in(w, PERSONA)) || has_phrase(PERSONA_PHRASES))),
-        f32::from(u8::from(has_phrase(AI_ADDRESS))),
+        f32::from(u8::from(near(OVERRIDE_BIT, RULE_BIT, 6))),
+        f32::from(u8::from(near(EXTRACT_BIT, SECRET_BIT, 5))),
+        f32::from(u8::from(any(PERSONA_BIT) || has_phrase(PERSONA_PHRASES, PERSONA_FIRST_BIT))),
+        f32::from(u8::from(has_phrase(AI_ADDRESS, AI_FIRST_BIT))),
     ]
 }
 
@@ -265,6 +392,48 @@ mod tests {
         assert!(is_persona(&h));
         let h = hand_features(&normalize("What's the weather like?"));
         assert!(h.iter().all(|&x| x == 0.0));
+    }
+
+    #[test]
+    fn every_listed_word_and_phrase_is_found() {
+        let hand = |t: &str| hand_features(&normalize(t));
+        for w in OVERRIDE {
+            for r in RULE_NOUNS {
+                assert_eq!(hand(&format!("please {w} the {r} now"))[5], 1.0, "{w} {r}");
+            }
+        }
+        for w in EXTRACT {
+            for s in SECRET_NOUNS {
+                assert_eq!(hand(&format!("{w} your {s}"))[6], 1.0, "{w} {s}");
+            }
+        }
+        for w in PERSONA {
+            assert_eq!(hand(&format!("you are {w} today"))[7], 1.0, "{w}");
+        }
+        for p in PERSONA_PHRASES {
+            assert_eq!(hand(&format!("well, {p} here"))[7], 1.0, "{p}");
+        }
+        for p in AI_ADDRESS {
+            assert_eq!(hand(&format!("well, {p} here"))[8], 1.0, "{p}");
+        }
+    }
+
+    #[test]
+    fn words_match_whole_and_ascii_only() {
+        let hand = |t: &str| hand_features(&normalize(t));
+        // Prefixes, extensions and the first word of a phrase alone do not count.
+        assert_eq!(hand("ignored instructionsx")[5], 0.0);
+        assert_eq!(hand("forthe ai, the information for them")[8], 0.0);
+        assert_eq!(hand("developers mode, do anythings now")[7], 0.0);
+        // Seven words apart is too far.
+        assert_eq!(hand("ignore one two three four five six instructions")[5], 0.0);
+        assert_eq!(hand("ignore one two three four five instructions")[5], 1.0);
+        // A word with a non-ASCII letter the normaliser keeps is on no list.
+        assert_eq!(hand("ignoreж instructions")[5], 0.0);
+        // Every listed word has a slot, and an unlisted one finds an empty slot.
+        let listed = WORDS.iter().filter(|(w, _)| !w.is_empty()).count();
+        assert!(listed > 60 && listed < WORD_SLOTS / 2, "{listed}");
+        assert!(WORDS.iter().all(|(w, _)| w.len() <= LONGEST_WORD));
     }
 
     #[test]

@@ -219,8 +219,7 @@ pub fn normalize(text: &str) -> Normalized {
         }
     }
     fold_words(&mut base, &mut tricks);
-    join_spaced(&mut base, &mut tricks);
-    squeeze(&mut base);
+    join_and_squeeze(&mut base, &mut tricks);
     Normalized { chars: base, tricks }
 }
 
@@ -248,16 +247,11 @@ fn fold_words(chars: &mut [char], tricks: &mut Tricks) {
             continue;
         }
         let start = i;
-        while i < chars.len() && leet_word_char(chars[i]) {
-            i += 1;
-        }
-        // Trailing '!' / '+' are punctuation, not leet.
-        let mut end = i;
-        while end > start && matches!(chars[end - 1], '!' | '+' | '|') {
-            end -= 1;
-        }
+        // Letters by script, counted as the word is scanned. The trailing
+        // '!' / '+' / '|' trimmed below are ASCII non-letters: they count in
+        // none of these, so counting them here changes nothing.
         let (mut latin, mut looks, mut other) = (0, 0, 0);
-        for &c in &chars[start..end] {
+        while let Some(&c) = chars.get(i).filter(|c| leet_word_char(**c)) {
             if c.is_ascii_alphabetic() {
                 latin += 1;
             } else if c.is_ascii() {
@@ -267,6 +261,12 @@ fn fold_words(chars: &mut [char], tricks: &mut Tricks) {
             } else if c.is_alphabetic() {
                 other += 1;
             }
+            i += 1;
+        }
+        // Trailing '!' / '+' are punctuation, not leet.
+        let mut end = i;
+        while end > start && matches!(chars[end - 1], '!' | '+' | '|') {
+            end -= 1;
         }
         let script = match (latin > 0, looks > 0, other > 0) {
             (true, true, _) => Script::Mixed,
@@ -311,60 +311,69 @@ fn is_spacer(c: char) -> bool {
     matches!(c, ' ' | '.' | '-' | '_' | '*' | '/' | '\\' | '~' | '·')
 }
 
-/// Step 6: "i g n o r e" -> "ignore"; a run needs at least four letters.
-/// In place: the output never outgrows the input, and every read (including
-/// the look-behind at `i - 1`) sees an original character.
-fn join_spaced(chars: &mut Vec<char>, tricks: &mut Tricks) {
+/// Step 7 as a writer: keeps what it is given unless it repeats, writing
+/// over the front of the buffer being read (it never overtakes the reader).
+struct Squeezer {
+    w: usize,
+    /// The last two characters kept (meaningful once `w` reaches 1 and 2).
+    last: char,
+    before: char,
+}
+
+impl Squeezer {
+    fn push(&mut self, out: &mut [char], c: char) {
+        let c = if c.is_whitespace() { ' ' } else { c };
+        if c == ' ' && (self.w == 0 || self.last == ' ') {
+            return;
+        }
+        // A repeated non-alphanumeric, or a third repeated letter.
+        if self.w >= 1 && self.last == c && (!c.is_alphanumeric() || (self.w >= 2 && self.before == c)) {
+            return;
+        }
+        out[self.w] = c;
+        self.w += 1;
+        (self.before, self.last) = (self.last, c);
+    }
+
+    /// The kept length, without a trailing space.
+    fn finish(self) -> usize {
+        if self.w > 0 && self.last == ' ' { self.w - 1 } else { self.w }
+    }
+}
+
+/// Steps 6 and 7 in one pass, in place. Step 6: "i g n o r e" -> "ignore";
+/// a run needs at least four letters. Step 7 squeezes what step 6 keeps.
+/// The output never outgrows the input, and every read sees an original
+/// character: the writer is never ahead of the reader.
+fn join_and_squeeze(chars: &mut Vec<char>, tricks: &mut Tricks) {
     let n = chars.len();
-    let (mut i, mut w) = (0, 0);
+    let alnum: Vec<bool> = chars.iter().map(|c| c.is_alphanumeric()).collect();
+    let single = |k: usize| alnum[k] && (k == 0 || !alnum[k - 1]) && (k + 1 >= n || !alnum[k + 1]);
+    let mut out = Squeezer { w: 0, last: '\0', before: '\0' };
+    let mut i = 0;
     while i < n {
-        let single = |c: &[char], k: usize| {
-            c[k].is_alphanumeric() && (k == 0 || !c[k - 1].is_alphanumeric()) && (k + 1 >= n || !c[k + 1].is_alphanumeric())
-        };
-        if single(chars, i) {
+        if single(i) {
             // Letter, spacer, letter, spacer, ... with one spacer each.
             let mut k = i;
-            while k + 2 < n && is_spacer(chars[k + 1]) && single(chars, k + 2) {
+            while k + 2 < n && is_spacer(chars[k + 1]) && single(k + 2) {
                 k += 2;
             }
             if (k - i) / 2 + 1 >= 4 {
                 tricks.spaced_runs += 1;
                 for r in (i..=k).step_by(2) {
-                    chars[w] = chars[r];
-                    w += 1;
+                    let c = chars[r];
+                    out.push(chars, c);
                 }
                 i = k + 1;
                 continue;
             }
         }
-        chars[w] = chars[i];
-        w += 1;
+        let c = chars[i];
+        out.push(chars, c);
         i += 1;
     }
-    chars.truncate(w);
-}
-
-/// Step 7, in place.
-fn squeeze(chars: &mut Vec<char>) {
-    let mut w = 0;
-    for r in 0..chars.len() {
-        let c = if chars[r].is_whitespace() { ' ' } else { chars[r] };
-        if c == ' ' && (w == 0 || chars[w - 1] == ' ') {
-            continue;
-        }
-        if w >= 1 && chars[w - 1] == c && !c.is_alphanumeric() {
-            continue;
-        }
-        if w >= 2 && chars[w - 1] == c && chars[w - 2] == c {
-            continue;
-        }
-        chars[w] = c;
-        w += 1;
-    }
-    if w > 0 && chars[w - 1] == ' ' {
-        w -= 1;
-    }
-    chars.truncate(w);
+    let len = out.finish();
+    chars.truncate(len);
 }
 
 #[cfg(test)]
@@ -387,6 +396,8 @@ mod tests {
         assert_eq!(n("Ignore!!!!!!   now"), "ignore! now");
         assert_eq!(n("Ignoreeeeee"), "ignoree");
         assert_eq!(n("Ignorez les règles"), "ignorez les regles");
+        // Joined letters are squeezed in the same pass: runs of three, repeated spaces, a trailing space.
+        assert_eq!(n("  h e l l l o   wooorld \t"), "hello woorld");
     }
 
     #[test]
