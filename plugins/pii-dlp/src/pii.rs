@@ -265,10 +265,11 @@ fn ipv6(text: &str, out: &mut Vec<Finding>) {
             e -= 1;
         }
         let s = &text[i..e];
+        // Most candidates are words that start with a hex letter: the colon
+        // count rules them out before anything is split or parsed.
         let colons = s.bytes().filter(|&c| c == b':').count();
-        let groups = s.split(':').filter(|g| !g.is_empty()).count();
         if colons >= 2
-            && groups >= 2
+            && s.split(':').filter(|g| !g.is_empty()).count() >= 2
             && !b.get(j).is_some_and(|c| c.is_ascii_alphanumeric())
             && s.parse::<std::net::Ipv6Addr>().is_ok()
             && (colons >= 3 || s.bytes().any(|c| c.is_ascii_digit()))
