@@ -15,7 +15,10 @@
 //! answer time, default 1), `--chunk-delay-ms C` (between stream deltas,
 //! default 1), `--conns N` (max-throughput connections, default 64),
 //! `--rounds N` (run every target N times, round by round, then print the
-//! medians; default 1), `--markdown FILE` (also write the tables there).
+//! medians; default 1), `--prompt-bytes N` (send a user message of about N
+//! bytes of prose instead of the one-sentence default, so the plugins that
+//! read every byte show their cost on realistic prompts), `--markdown FILE`
+//! (also write the tables there).
 //!
 //! Rounds: on a shared machine a run of one target can be a fifth slower
 //! than the next. With `--rounds N` each round runs every target once, in
@@ -47,6 +50,7 @@ struct Opts {
     chunk_delay_ms: u64,
     conns: u32,
     rounds: u32,
+    prompt_bytes: Option<usize>,
     markdown: Option<PathBuf>,
 }
 
@@ -61,6 +65,7 @@ fn parse_args(args: &[String]) -> anyhow::Result<Opts> {
         chunk_delay_ms: 1,
         conns: 64,
         rounds: 1,
+        prompt_bytes: None,
         markdown: None,
     };
     for pair in args.chunks(2) {
@@ -75,6 +80,7 @@ fn parse_args(args: &[String]) -> anyhow::Result<Opts> {
             "--chunk-delay-ms" => o.chunk_delay_ms = v.parse()?,
             "--conns" => o.conns = v.parse()?,
             "--rounds" => o.rounds = v.parse::<u32>()?.max(1),
+            "--prompt-bytes" => o.prompt_bytes = Some(v.parse()?),
             "--markdown" => o.markdown = Some(v.into()),
             other => bail!("unknown option {other}"),
         }
@@ -287,7 +293,13 @@ async fn run(o: Opts) -> anyhow::Result<()> {
 /// check gets a row saying why (with the end of its log on stderr).
 async fn measure_target(o: &Opts, name: &str, start: &dyn Fn() -> anyhow::Result<targets::Target>) -> Row {
     let mut row = Row::new(name);
-    match start() {
+    let started = start().and_then(|mut t| {
+        if let Some(n) = o.prompt_bytes {
+            t.use_prompt(&targets::prose(n))?;
+        }
+        Ok(t)
+    });
+    match started {
         Ok(t) => {
             row.startup = t.startup;
             if let Err(e) = measure(o, &t, &mut row).await {

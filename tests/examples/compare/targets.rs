@@ -52,6 +52,26 @@ pub fn free_port() -> anyhow::Result<u16> {
 /// The chat body every OpenAI-style target gets (the same prompt Gatehouse gets).
 pub const PROMPT: &str = "Summarise in one sentence why a gateway should add little latency.";
 
+/// About `bytes` bytes of ordinary business prose (whole sentences, at least one).
+pub fn prose(bytes: usize) -> String {
+    const SENTENCES: [&str; 6] = [
+        "The quarterly report shows revenue up eight percent in the northern region. ",
+        "Please summarise the main risks for the board and suggest two next steps. ",
+        "Customer churn fell after the support team moved to a follow-the-sun rota. ",
+        "Shipping costs rose in March because two carriers raised their fuel surcharges. ",
+        "The new onboarding flow cut the time to first invoice from nine days to four. ",
+        "Keep the tone neutral, avoid jargon and mention the figures that changed most. ",
+    ];
+    let mut text = String::new();
+    for s in SENTENCES.iter().cycle() {
+        if !text.is_empty() && text.len() + s.len() > bytes {
+            break;
+        }
+        text.push_str(s);
+    }
+    text.trim_end().to_owned()
+}
+
 fn openai_calls(base: &str, model: &str) -> (Call, Call) {
     let msgs = serde_json::json!([{"role": "user", "content": PROMPT}]);
     let json = serde_json::json!({"model": model, "messages": msgs}).to_string();
@@ -94,6 +114,17 @@ fn pinned(program: &Path) -> Command {
 }
 
 impl Target {
+    /// Send `prompt` as the user message of both calls instead of [`PROMPT`].
+    pub fn use_prompt(&mut self, prompt: &str) -> anyhow::Result<()> {
+        for call in [&mut self.json, &mut self.stream] {
+            let mut body: serde_json::Value = serde_json::from_str(&call.body).context("a target's request body is not JSON")?;
+            let content = body.pointer_mut("/messages/0/content").context("a target's request body has no user message")?;
+            *content = prompt.into();
+            call.body = body.to_string();
+        }
+        Ok(())
+    }
+
     /// A proxy in front of the mock that speaks OpenAI's API on `port` (model `gpt-mock`).
     /// `key`: sent as a bearer token when the proxy wants one.
     fn openai_proxy(
@@ -267,4 +298,30 @@ pub fn gatehouse(bin: &Path, mock_port: u16, durable: bool) -> anyhow::Result<Ta
         child: Some(child),
         _dir: Some(dir),
     })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prose_is_about_the_size_asked_for() {
+        for n in [2048, 8192] {
+            let p = prose(n);
+            assert!(p.len() <= n && p.len() + 90 > n, "{n}: {}", p.len());
+        }
+        assert!(prose(10).ends_with("region."), "at least one whole sentence");
+    }
+
+    #[test]
+    fn the_prompt_replaces_the_user_message_of_both_calls() {
+        let mut t = direct(9, 1);
+        t.use_prompt("a longer prompt").unwrap();
+        for call in [&t.json, &t.stream] {
+            let body: serde_json::Value = serde_json::from_str(&call.body).unwrap();
+            assert_eq!(body["messages"][0]["content"], "a longer prompt");
+            assert_eq!(body["model"], "gpt-mock");
+        }
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&t.stream.body).unwrap()["stream"], true);
+    }
 }
