@@ -86,7 +86,7 @@ pub fn payloads(text: &str) -> Vec<String> {
     // "rot13", "rot-13" or "rot 13", any case: one pass, no allocation.
     let b = text.as_bytes();
     let asks_rot13 = (0..b.len()).any(|i| {
-        b.len() - i >= 5 && b[i..i + 3].eq_ignore_ascii_case(b"rot") && {
+        (b[i] | 0x20) == b'r' && b.len() - i >= 5 && b[i..i + 3].eq_ignore_ascii_case(b"rot") && {
             let rest = &b[i + 3..];
             rest.starts_with(b"13") || (matches!(rest[0], b'-' | b' ') && rest[1..].starts_with(b"13"))
         }
@@ -98,9 +98,11 @@ pub fn payloads(text: &str) -> Vec<String> {
 }
 
 /// Candidate encoded runs of `text` (base64 or hex alphabet, long enough).
+/// Split on bytes: every byte of a non-ASCII character is outside the
+/// alphabet, so the runs are those a split on characters finds, and ASCII.
 pub fn runs(text: &str) -> impl Iterator<Item = &str> {
-    let is_run = |c: char| c.is_ascii_alphanumeric() || matches!(c, '+' | '/' | '-' | '_' | '=');
-    text.split(move |c: char| !is_run(c)).filter(|r| r.len() >= MIN_RUN)
+    let is_run = |c: &u8| c.is_ascii_alphanumeric() || matches!(c, b'+' | b'/' | b'-' | b'_' | b'=');
+    text.as_bytes().split(move |c| !is_run(c)).filter(|r| r.len() >= MIN_RUN).filter_map(|r| std::str::from_utf8(r).ok())
 }
 
 /// Decode one run: hex if it is all hex digits, else base64.
