@@ -28,15 +28,18 @@ impl Digest {
 #[test]
 fn the_featurisation_of_the_labelled_set_is_unchanged() {
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data");
-    let mut files: Vec<_> =
-        std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().path()).filter(|p| p.extension().is_some_and(|x| x == "jsonl")).collect();
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("data/")
+        .map(|e| e.expect("data/ entry").path())
+        .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+        .collect();
     files.sort();
     let mut d = Digest(0xcbf2_9ce4_8422_2325);
     let mut texts = 0;
     for file in files {
-        for line in std::fs::read_to_string(&file).unwrap().lines() {
-            let v: serde_json::Value = serde_json::from_str(line).unwrap();
-            let text = v["text"].as_str().unwrap();
+        for line in std::fs::read_to_string(&file).expect("a data file").lines() {
+            let v: serde_json::Value = serde_json::from_str(line).expect("a JSON line");
+            let text = v["text"].as_str().expect("a text");
             let norm = normalize::normalize(text);
             d.add(norm.text().as_bytes());
             let t = norm.tricks;

@@ -316,12 +316,12 @@ mod tests {
     #[test]
     fn the_prompt_replaces_the_user_message_of_both_calls() {
         let mut t = direct(9, 1);
-        t.use_prompt("a longer prompt").unwrap();
+        t.use_prompt("a longer prompt").expect("use_prompt");
         for call in [&t.json, &t.stream] {
-            let body: serde_json::Value = serde_json::from_str(&call.body).unwrap();
+            let body: serde_json::Value = serde_json::from_str(&call.body).expect("JSON body");
             assert_eq!(body["messages"][0]["content"], "a longer prompt");
             assert_eq!(body["model"], "gpt-mock");
         }
-        assert_eq!(serde_json::from_str::<serde_json::Value>(&t.stream.body).unwrap()["stream"], true);
+        assert_eq!(serde_json::from_str::<serde_json::Value>(&t.stream.body).expect("JSON body")["stream"], true);
     }
 }
