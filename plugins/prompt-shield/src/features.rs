@@ -210,7 +210,12 @@ fn is_word_char(c: char) -> bool {
     c.is_alphanumeric() || c == '-'
 }
 
-/// Hash of a word's characters (the lists are ASCII, so of its bytes too).
+/// The slot of [`WORDS`] where a word with FNV hash `h` (of its characters) starts probing.
+const fn slot_of(h: u32) -> usize {
+    h as usize & (WORD_SLOTS - 1)
+}
+
+/// The first slot of a listed word (ASCII, so its bytes are its characters).
 const fn word_hash(bytes: &[u8]) -> usize {
     let mut h = FNV_OFFSET;
     let mut i = 0;
@@ -218,7 +223,7 @@ const fn word_hash(bytes: &[u8]) -> usize {
         h = mix(h, bytes[i] as u32);
         i += 1;
     }
-    h as usize & (WORD_SLOTS - 1)
+    slot_of(h)
 }
 
 const fn same(a: &[u8], b: &[u8]) -> bool {
@@ -294,11 +299,10 @@ const LONGEST_WORD: usize = {
     longest
 };
 
-/// The lists a word is on (0 for none), given its characters and their
-/// [`word_hash`] (the listed words are ASCII, so a word with any other
-/// character is on none).
-fn word_bits(word: &[char], hash: usize) -> u8 {
-    let mut slot = hash;
+/// The lists a word is on (0 for none), given its characters and its first
+/// slot (the listed words are ASCII, so a word with any other character is on none).
+fn word_bits(word: &[char], first_slot: usize) -> u8 {
+    let mut slot = first_slot;
     loop {
         let (listed, bits) = WORDS[slot];
         if listed.is_empty() {
@@ -327,7 +331,7 @@ pub fn hand_features(norm: &Normalized) -> [f32; HAND] {
                 ascii &= c.is_ascii();
                 i += 1;
             }
-            let bits = if ascii && i - s <= LONGEST_WORD { word_bits(&chars[s..i], h as usize & (WORD_SLOTS - 1)) } else { 0 };
+            let bits = if ascii && i - s <= LONGEST_WORD { word_bits(&chars[s..i], slot_of(h)) } else { 0 };
             words.push((s, i, bits));
         } else {
             i += 1;
