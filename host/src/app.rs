@@ -49,6 +49,8 @@ pub struct Shared {
     pub receipts: Arc<crate::receipts::Signer25519>,
     pub webhooks: Arc<crate::webhooks::Webhooks>,
     pub started: Instant,
+    /// Chat requests being served, against `chat.max_in_flight`.
+    pub admission: Arc<crate::chat::admission::Admission>,
 }
 
 impl Shared {

@@ -192,11 +192,14 @@ pub struct ChatConfig {
     pub first_token_timeout_ms: u64,
     /// Idempotency records are kept this long.
     pub idempotency_ttl_secs: u64,
+    /// Chat requests served at once (a stream counts until it ends); one more
+    /// gets 503 `Server busy` with `Retry-After` (`chat::admission`).
+    pub max_in_flight: usize,
 }
 
 impl Default for ChatConfig {
     fn default() -> Self {
-        ChatConfig { timeout_ms: 60_000, first_token_timeout_ms: 15_000, idempotency_ttl_secs: 24 * 3600 }
+        ChatConfig { timeout_ms: 60_000, first_token_timeout_ms: 15_000, idempotency_ttl_secs: 24 * 3600, max_in_flight: 4096 }
     }
 }
 
@@ -452,6 +455,9 @@ impl Config {
                 "server.header_read_timeout_ms, server.body_read_timeout_ms, server.keep_alive_timeout_ms: must be at least 1".into()
             );
         }
+        if self.chat.max_in_flight == 0 {
+            return Err("chat.max_in_flight: must be at least 1".into());
+        }
         if self.server.max_body_bytes < 300 * 1024 {
             return Err("server.max_body_bytes: must be at least 307200 so a 256 KB message fits".into());
         }
@@ -530,6 +536,9 @@ mod tests {
         let f = write("[providers.x]\nplugin = \"\"\nbase_url = \"http://x\"\n");
         let msg = Config::load(Some(f.path())).expect_err("empty plugin").to_string();
         assert!(msg.contains("providers.x.plugin"), "{msg}");
+        let f = write("[chat]\nmax_in_flight = 0\n");
+        let msg = Config::load(Some(f.path())).expect_err("no slot at all").to_string();
+        assert!(msg.contains("chat.max_in_flight"), "{msg}");
     }
 
     #[test]

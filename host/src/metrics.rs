@@ -84,6 +84,8 @@ pub struct Metrics {
     pub plugin_reloads: Family<OutcomeLabel, Counter>,
     pub webhook_queue_depth: Gauge,
     pub provider_sessions: Gauge,
+    pub chat_in_flight: Gauge,
+    pub chat_shed: Counter,
     pub webhook_deliveries: Family<OutcomeLabel, Counter>,
     pub rate_limit_hits: Family<LimitLabel, Counter>,
     pub auth_failures: Family<ReasonLabel, Counter>,
@@ -108,6 +110,8 @@ impl Metrics {
         let plugin_reloads = Family::<OutcomeLabel, Counter>::default();
         let webhook_queue_depth = Gauge::default();
         let provider_sessions = Gauge::default();
+        let chat_in_flight = Gauge::default();
+        let chat_shed = Counter::default();
         let webhook_deliveries = Family::<OutcomeLabel, Counter>::default();
         let rate_limit_hits = Family::<LimitLabel, Counter>::default();
         let auth_failures = Family::<ReasonLabel, Counter>::default();
@@ -137,6 +141,12 @@ impl Metrics {
             "plugin_provider_sessions",
             "Provider attempts holding an instance of their own (at most half the instance pool)",
             provider_sessions.clone(),
+        );
+        registry.register("chat_in_flight", "Chat requests being served (a stream until it ends)", chat_in_flight.clone());
+        registry.register(
+            "chat_shed",
+            "Chat requests refused with 503 `Server busy` because chat.max_in_flight were being served",
+            chat_shed.clone(),
         );
         registry.register("webhook_deliveries", "Webhook delivery outcomes", webhook_deliveries.clone());
         registry.register("rate_limit_hits", "Requests rejected by a rate limit or quota", rate_limit_hits.clone());
@@ -170,6 +180,8 @@ impl Metrics {
             plugin_reloads,
             webhook_queue_depth,
             provider_sessions,
+            chat_in_flight,
+            chat_shed,
             webhook_deliveries,
             rate_limit_hits,
             auth_failures,

@@ -60,6 +60,7 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> any
         receipts,
         webhooks: webhooks.clone(),
         started,
+        admission: Default::default(),
     });
     plugins.watch(Duration::from_millis(app.config().plugins.reload_debounce_ms))?;
     // Index the knowledge bases in the background; queries before it finishes build their own.

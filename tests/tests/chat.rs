@@ -671,3 +671,141 @@ async fn more_open_streams_than_instance_slots_leave_other_requests_unharmed() {
         assert!(text.contains("[DONE]") && !text.contains("\"type\":\"error\""), "stream {i} ended cleanly: {text}");
     }
 }
+
+async fn metric_line(s: &Server, series: &str) -> Option<String> {
+    let text = s.admin(Method::GET, "/metrics").send().await.expect("metrics").text().await.expect("text");
+    text.lines().find(|l| l.starts_with(series)).map(str::to_owned)
+}
+
+/// Waits until the mock has received `n` requests for `model`.
+async fn until_upstream_has(mock: &MockUpstream, model: &str, n: usize) {
+    let started = std::time::Instant::now();
+    while mock.count_for(model) < n {
+        assert!(started.elapsed() < std::time::Duration::from_secs(10), "the upstream never received `{model}`");
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+}
+
+#[tokio::test]
+async fn beyond_max_in_flight_a_chat_request_is_refused_with_503_and_nothing_is_counted() {
+    let mock = MockUpstream::start().await;
+    let s = builder(&mock).env("GATEHOUSE_CHAT__MAX_IN_FLIGHT", "1").start();
+    let (_, key, key_id) = s.create_key(json!({"name": "shed"})).await;
+    let post = |path: &str, body: Value| s.client.post(s.url(path)).bearer_auth(&key).json(&body).send();
+
+    // One slow request holds the only slot.
+    let slow = post("/chat/completions", json!({"index": "Zero-Knowledge", "model": "openai/slow-1500-a", "prompt": "hold"}));
+    let held = tokio::spawn(slow);
+    until_upstream_has(&mock, "slow-1500-a", 1).await;
+
+    let ok = json!({"index": "Zero-Knowledge", "model": "openai/ok-a", "prompt": "hello there"});
+    let r = s
+        .client
+        .post(s.url("/chat/completions"))
+        .bearer_auth(&key)
+        .header("Idempotency-Key", "retry-me")
+        .json(&ok)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status(), 503);
+    assert_eq!(r.headers().get("retry-after").and_then(|v| v.to_str().ok()), Some("1"));
+    assert!(!r.headers().contains_key("x-ratelimit-remaining"), "a refused request is not counted by the limiter");
+    let v: Value = r.json().await.expect("json");
+    assert_eq!(v["success"], false);
+    assert_eq!(v["error"], "Server busy");
+    assert!(v["message"].as_str().expect("message").contains("limit of 1 chat requests"), "{v}");
+    assert!(v["request_id"].as_str().expect("request_id").starts_with("req-"), "{v}");
+
+    // The OpenAI-compatible route shares the slots and answers in OpenAI's shape.
+    let r = post("/api/external/v1/chat/completions", json!({"model": "openai/ok-a", "messages": [{"role": "user", "content": "hi"}]}))
+        .await
+        .expect("send");
+    assert_eq!(r.status(), 503);
+    assert_eq!(r.headers().get("retry-after").and_then(|v| v.to_str().ok()), Some("1"));
+    let v: Value = r.json().await.expect("json");
+    assert_eq!(v["error"]["type"], "server_error", "{v}");
+    assert_eq!(v["error"]["code"], "server_busy", "{v}");
+
+    // Refused before its body is read: a body that never comes is not waited for.
+    let head = gatehouse_tests::raw_http::head(
+        "POST",
+        "/chat/completions",
+        &[format!("Authorization: Bearer {key}"), "Content-Type: application/json".into(), "Content-Length: 5000".into()],
+    );
+    let r = gatehouse_tests::raw_http::send(&s.base_url, &head, std::time::Duration::from_secs(10)).await;
+    assert_eq!(r.status, Some(503), "{:?}", String::from_utf8_lossy(&r.body));
+    assert!(r.elapsed < std::time::Duration::from_secs(5), "the refusal waited for the body: {:?}", r.elapsed);
+
+    // An unauthenticated client learns nothing of the load.
+    let r = s.client.post(s.url("/chat/completions")).bearer_auth("sk-not-a-key").json(&ok).send().await.expect("send");
+    assert_eq!(r.status(), 401);
+
+    let r = held.await.expect("task").expect("send");
+    assert_eq!(r.status(), 200);
+    assert_eq!(mock.count_for("ok-a"), 0, "a refused request never reaches the upstream");
+
+    // The refused request's idempotency key was not claimed: the retry does the work.
+    let r = s
+        .client
+        .post(s.url("/chat/completions"))
+        .bearer_auth(&key)
+        .header("Idempotency-Key", "retry-me")
+        .json(&ok)
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status(), 200);
+    assert_eq!(mock.count_for("ok-a"), 1);
+
+    // Two requests were served and counted; the refusals wrote nothing.
+    let usage: Value = s.admin(Method::GET, "/api/admin/usage").send().await.expect("usage").json().await.expect("json");
+    let row = usage["data"]["keys"].as_array().and_then(|k| k.iter().find(|k| k["id"] == key_id.as_str()).cloned()).expect("usage row");
+    assert_eq!(row["requests"], 2, "{row}");
+    let shed = metric_line(&s, "gatehouse_chat_shed_total").await.expect("shed counter");
+    assert!(shed.ends_with(" 3"), "{shed}");
+    let in_flight = metric_line(&s, "gatehouse_chat_in_flight").await.expect("in-flight gauge");
+    assert!(in_flight.ends_with(" 0"), "{in_flight}");
+    assert!(metric_line(&s, "gatehouse_http_requests_total{route=\"/chat/completions\",status=\"503\"}").await.is_some());
+}
+
+#[tokio::test]
+async fn a_stream_holds_its_slot_until_it_ends() {
+    use futures::StreamExt;
+    let mock = MockUpstream::start().await;
+    let s = builder(&mock).env("GATEHOUSE_CHAT__MAX_IN_FLIGHT", "1").start();
+    let r = s
+        .client
+        .post(s.url("/chat/completions"))
+        .bearer_auth(&s.admin_key)
+        .json(&json!({"index": "Zero-Knowledge", "stream": true, "prompt": "one two three", "model": "openai/stall-1000-a"}))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status(), 200);
+    let mut body = r.bytes_stream();
+    let mut seen = String::new();
+    while !seen.contains("\"type\":\"chunk\"") {
+        let chunk = body.next().await.expect("a frame").expect("bytes");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    // The response's headers are long sent; the stream still holds the slot.
+    let (st, h, v) = chat(&s, req(json!(["openai/ok-a"]))).await;
+    assert_eq!(st, 503, "{v}");
+    assert!(h.contains_key("retry-after"));
+    while let Some(chunk) = body.next().await {
+        seen.push_str(&String::from_utf8_lossy(&chunk.expect("bytes")));
+    }
+    assert!(seen.trim_end().ends_with("data: [DONE]"), "{seen}");
+    // The pump frees the slot just after `[DONE]` (it commits before sending it).
+    let started = std::time::Instant::now();
+    loop {
+        let (st, _, v) = chat(&s, req(json!(["openai/ok-a"]))).await;
+        if st == 200 {
+            break;
+        }
+        assert_eq!(st, 503, "{v}");
+        assert!(started.elapsed() < std::time::Duration::from_secs(3), "the ended stream kept its slot");
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+}

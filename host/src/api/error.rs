@@ -37,6 +37,7 @@ pub mod text {
     pub const RETRIEVAL_FAILED: &str = "Retrieval failed";
     pub const UNKNOWN_MODEL: &str = "Unknown model";
     pub const UNKNOWN_POLICY: &str = "Unknown policy";
+    pub const SERVER_BUSY: &str = "Server busy";
 }
 
 /// An error in the flat format of the chat routes.
@@ -132,6 +133,7 @@ pub mod code {
     pub const PAYLOAD_TOO_LARGE: &str = "PAYLOAD_TOO_LARGE";
     pub const REQUEST_TIMEOUT: &str = "REQUEST_TIMEOUT";
     pub const INTERNAL_ERROR: &str = "INTERNAL_ERROR";
+    pub const SERVER_BUSY: &str = "SERVER_BUSY";
 }
 
 /// An error in the nested format.
@@ -309,6 +311,24 @@ impl ErrorFormat {
             ErrorFormat::Nested => AdminError::new(status, nested, message).into_response(),
             ErrorFormat::OpenAi => openai_error(status, "invalid_request_error", openai, message),
         }
+    }
+
+    /// 503 with `Retry-After` in this format: the server is at its limit of
+    /// concurrent requests (`chat::admission`).
+    pub fn busy(self, message: &str, retry_after_secs: u64) -> Response {
+        let mut resp = match self {
+            // Not through `ChatError::into_response`, which logs every 5xx: a
+            // server shedding load would flood its log (the metric counts them).
+            ErrorFormat::Flat => {
+                let e = ChatError::new(StatusCode::SERVICE_UNAVAILABLE, text::SERVER_BUSY, message);
+                (e.status, axum::Json(e.body())).into_response()
+            }
+            ErrorFormat::Nested => AdminError::new(StatusCode::SERVICE_UNAVAILABLE, code::SERVER_BUSY, message).into_response(),
+            // OpenAI's SDKs retry a 503 by themselves and honour `Retry-After`.
+            ErrorFormat::OpenAi => openai_error(StatusCode::SERVICE_UNAVAILABLE, "server_error", "server_busy", message),
+        };
+        resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(retry_after_secs));
+        resp
     }
 
     /// 403 for a route that needs an admin key, in this format.

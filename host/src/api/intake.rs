@@ -1,5 +1,7 @@
 //! What comes in, checked before any handler sees it: the path must decode to
-//! UTF-8, and the body is read whole within a size cap and a deadline.
+//! UTF-8, a chat request must get a place under `chat.max_in_flight`
+//! (`chat::admission`), and the body is read whole within a size cap and a
+//! deadline.
 //!
 //! Runs after authentication, so an anonymous client never gets its body read.
 //! A path whose percent-encoding is not UTF-8 (`/api/receipts/%ff`) is a 400
@@ -16,14 +18,14 @@ use axum::body::Body;
 use axum::extract::{Request, State};
 use axum::http::{StatusCode, header};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 
 use super::error::ErrorFormat;
 use crate::app::AppState;
 
 /// Middleware: check the path, then buffer the body under the cap and the deadline.
-pub async fn layer(State(app): State<AppState>, req: Request, next: Next) -> Response {
+pub async fn layer(State(app): State<AppState>, mut req: Request, next: Next) -> Response {
     let (max, timeout) = {
         let cfg = app.config();
         (cfg.server.max_body_bytes, Duration::from_millis(cfg.server.body_read_timeout_ms))
@@ -31,6 +33,14 @@ pub async fn layer(State(app): State<AppState>, req: Request, next: Next) -> Res
     let format = ErrorFormat::for_path(req.uri().path());
     if percent_encoding::percent_decode_str(req.uri().path()).decode_utf8().is_err() {
         return format.error(StatusCode::BAD_REQUEST, "the path is not valid UTF-8 once percent-decoded");
+    }
+    // Load shedding first (chat routes): a refused body is never read.
+    match crate::chat::admission::admit(&app, req.uri().path()) {
+        Ok(Some(slot)) => {
+            req.extensions_mut().insert(slot);
+        }
+        Ok(None) => {}
+        Err(busy) => return busy.into_response(),
     }
     let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > max as u64) {

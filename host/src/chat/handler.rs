@@ -11,6 +11,7 @@ use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use serde_json::{Value, json};
 
+use super::admission::{Admitted, Slot};
 use super::chain::{self, ChainResult, Failover};
 use super::engine;
 use super::format::Format;
@@ -112,16 +113,19 @@ impl Reply {
          body = crate::api::error::FlatError),
         (status = 502, description = "`All model attempts failed`: the failover chain is exhausted; `attempts` lists each",
          body = crate::api::error::FlatError),
+        (status = 503, description = "`Server busy`: `chat.max_in_flight` requests are being served; retry after `Retry-After` seconds",
+         body = crate::api::error::FlatError),
     )
 )]
 pub async fn completions(
     State(app): State<AppState>,
     Authed(ctx): Authed,
+    Admitted(slot): Admitted,
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
     match body {
-        Ok(body) => serve(app, ctx, headers, body, Format::Gatehouse).await,
+        Ok(body) => serve(app, ctx, slot, headers, body, Format::Gatehouse).await,
         Err(rej) => Format::Gatehouse.error_response(body_error(&rej, app.config().server.max_body_bytes)),
     }
 }
@@ -136,7 +140,9 @@ pub fn body_error(rej: &BytesRejection, max: usize) -> ChatError {
 }
 
 /// Both chat routes: idempotency, limits, then the pipeline in `format`.
-pub async fn serve(app: AppState, ctx: AuthContext, headers: HeaderMap, body: Bytes, format: Format) -> Response {
+/// `slot` is the request's place under `chat.max_in_flight`: held to the end
+/// of a JSON request, handed to a stream's pump.
+pub async fn serve(app: AppState, ctx: AuthContext, slot: Slot, headers: HeaderMap, body: Bytes, format: Format) -> Response {
     let cfg = app.config();
     let guard = match idempotency::begin(&app.store, &ctx.key.id, &headers, &body, cfg.chat.idempotency_ttl_secs).await {
         Ok(Begin::Replay(resp)) => return resp,
@@ -167,7 +173,7 @@ pub async fn serve(app: AppState, ctx: AuthContext, headers: HeaderMap, body: By
                 reply.audit = refusal.audit;
                 finish(&app, reply, guard).await
             }
-            Ok(secured) if p.params.stream => stream::serve(app.clone(), ctx.clone(), p, secured, guard).await,
+            Ok(secured) if p.params.stream => stream::serve(app.clone(), ctx.clone(), p, secured, guard, slot).await,
             Ok(secured) => {
                 let reply = complete(&app, &ctx, p, secured).await;
                 finish(&app, reply, guard).await

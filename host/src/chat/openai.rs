@@ -12,6 +12,7 @@ use axum::http::HeaderMap;
 use axum::response::Response;
 use serde_json::{Value, json};
 
+use super::admission::Admitted;
 use super::format::Format;
 use super::handler;
 use super::providers::model_permitted;
@@ -110,17 +111,20 @@ pub fn parse(body: &[u8], defaults: TimeoutDefaults) -> Result<(ChatParams, Form
         (status = 422, description = "`Idempotency-Key` reused with a different body", body = crate::api::error::OpenAiError),
         (status = 429, description = "Rate limit, or every attempt was rate-limited", body = crate::api::error::OpenAiError),
         (status = 502, description = "The failover chain is exhausted", body = crate::api::error::OpenAiError),
+        (status = 503, description = "`server_busy`: `chat.max_in_flight` requests are being served; retry after `Retry-After` seconds",
+         body = crate::api::error::OpenAiError),
     )
 )]
 pub async fn completions(
     State(app): State<AppState>,
     Authed(ctx): Authed,
+    Admitted(slot): Admitted,
     headers: HeaderMap,
     body: Result<Bytes, axum::extract::rejection::BytesRejection>,
 ) -> Response {
     let format = Format::OpenAi { include_usage: false };
     match body {
-        Ok(body) => handler::serve(app, ctx, headers, body, format).await,
+        Ok(body) => handler::serve(app, ctx, slot, headers, body, format).await,
         Err(rej) => format.error_response(handler::body_error(&rej, app.config().server.max_body_bytes)),
     }
 }

@@ -19,6 +19,7 @@ use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::mpsc;
 
+use super::admission::Slot;
 use super::chain::{self, ChainResult};
 use super::engine::{self, OpenStream};
 use super::format::Format;
@@ -35,7 +36,7 @@ use crate::store::records::{OutboxEvent, RequestOutcome, UsageDelta};
 /// Frames buffered between the upstream reader and the client.
 const CHANNEL_FRAMES: usize = 16;
 
-pub async fn serve(app: AppState, ctx: AuthContext, mut p: Prepared, mut secured: Guarded, guard: Option<Guard>) -> Response {
+pub async fn serve(app: AppState, ctx: AuthContext, mut p: Prepared, mut secured: Guarded, guard: Option<Guard>, slot: Slot) -> Response {
     let result = chain::run(
         &p.params.chain,
         &p.params.on,
@@ -89,6 +90,7 @@ pub async fn serve(app: AppState, ctx: AuthContext, mut p: Prepared, mut secured
         guard,
         prepared: p,
         secured: Arc::new(secured),
+        _slot: slot,
     };
     tokio::spawn(job.run(open, tx));
     let body =
@@ -111,6 +113,8 @@ struct Pump {
     guard: Option<Guard>,
     prepared: Prepared,
     secured: Arc<Guarded>,
+    /// The stream's place under `chat.max_in_flight`, freed when the pump ends.
+    _slot: Slot,
 }
 
 /// Sends frames and keeps a copy for idempotent replay.
