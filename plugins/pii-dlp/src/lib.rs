@@ -40,7 +40,7 @@ pub mod dlp;
 pub mod finding;
 pub mod pii;
 
-use std::collections::HashMap;
+use std::collections::BTreeMap;
 
 use config::{Config, Want};
 use finding::{Class, Finding};
@@ -100,8 +100,10 @@ fn label(kind: &str) -> String {
 /// Inspect `texts`. `monitor` caps every action at `flag`.
 pub fn inspect(config_json: &str, monitor: bool, texts: &[String]) -> Vec<Decision> {
     let cfg = Config::parse(config_json);
-    let mut counters: HashMap<String, u32> = HashMap::new();
-    let mut placeholders: HashMap<(String, String), String> = HashMap::new();
+    // BTreeMap, not HashMap: a HashMap's RandomState asks the host for random
+    // bytes (a WASI call) in every fresh instance; these maps are tiny.
+    let mut counters: BTreeMap<String, u32> = BTreeMap::new();
+    let mut placeholders: BTreeMap<(String, String), String> = BTreeMap::new();
     texts
         .iter()
         .map(|text| {

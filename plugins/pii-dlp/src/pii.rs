@@ -17,7 +17,39 @@ pub fn context_before(text: &str, at: usize, span: usize, words: &[&str]) -> boo
     while !text.is_char_boundary(from) {
         from += 1;
     }
-    let before = text[from..at].to_lowercase();
+    let window = &text.as_bytes()[from..at];
+    if !window.is_ascii() {
+        return context_before_unicode(&text[from..at], words);
+    }
+    // ASCII window (the usual case): lowercasing maps byte to byte, so the
+    // words are matched in place, without the lowercased copy, with the same
+    // leftmost non-overlapping matches as `match_indices` below.
+    words.iter().any(|w| {
+        let w = w.as_bytes();
+        let mut p = 0;
+        while p + w.len() <= window.len() {
+            if !window[p..p + w.len()].eq_ignore_ascii_case(w) {
+                p += 1;
+                continue;
+            }
+            let end = p + w.len();
+            let start_ok = p == 0 || !window[p - 1].is_ascii_alphabetic();
+            // Short words must end there too ("sin" is not "since").
+            let end_ok = w.len() > 4 || end >= window.len() || !window[end].is_ascii_alphabetic();
+            if start_ok && end_ok {
+                return true;
+            }
+            p = end;
+        }
+        false
+    })
+}
+
+/// [`context_before`] on a window with non-ASCII text: Unicode lowercase
+/// (which may change lengths, and maps a few non-ASCII letters such as
+/// U+212A KELVIN SIGN to ASCII ones).
+fn context_before_unicode(window: &str, words: &[&str]) -> bool {
+    let before = window.to_lowercase();
     let bytes = before.as_bytes();
     words.iter().any(|w| {
         before.match_indices(w).any(|(p, _)| {
@@ -72,11 +104,17 @@ fn emails(text: &str, out: &mut Vec<Finding>) {
     }
 }
 
+/// Most digit groups in one run.
+const MAX_GROUPS: usize = 12;
+
 /// A run of digit groups separated by short separators ("+1 (555) 123-4567").
+/// Fixed-size: a run is scanned at every digit of the text, and a `Vec` per
+/// run was one allocation each.
 struct Run {
     plus: bool,
-    /// (start, end) byte offsets of each digit group.
-    groups: Vec<(usize, usize)>,
+    /// (start, end) byte offsets of each digit group; the first `len` are set.
+    groups: [(usize, usize); MAX_GROUPS],
+    len: usize,
 }
 
 const PHONE_WORDS: &[&str] =
@@ -93,13 +131,14 @@ fn numbers(text: &str, out: &mut Vec<Finding>) {
         }
         let plus = b[i] == b'+';
         let mut j = if matches!(b[i], b'+' | b'(') { i + 1 } else { i };
-        let mut groups = Vec::new();
+        let mut run = Run { plus, groups: [(0, 0); MAX_GROUPS], len: 0 };
         loop {
             let gs = j;
             while j < b.len() && b[j].is_ascii_digit() {
                 j += 1;
             }
-            groups.push((gs, j));
+            run.groups[run.len] = (gs, j);
+            run.len += 1;
             // Up to two separator bytes: ' ', '-', '.', '(', ')' (not two spaces).
             let mut k = j;
             while k < b.len()
@@ -109,13 +148,12 @@ fn numbers(text: &str, out: &mut Vec<Finding>) {
             {
                 k += 1;
             }
-            if k > j && k < b.len() && b[k].is_ascii_digit() && groups.len() < 12 {
+            if k > j && k < b.len() && b[k].is_ascii_digit() && run.len < MAX_GROUPS {
                 j = k;
             } else {
                 break;
             }
         }
-        let run = Run { plus, groups };
         let end = classify(text, i, &run, out);
         i = end.max(i + 1);
     }
@@ -124,7 +162,7 @@ fn numbers(text: &str, out: &mut Vec<Finding>) {
 /// Classify contiguous group ranges of a run, longest first; returns where
 /// scanning continues.
 fn classify(text: &str, run_start: usize, run: &Run, out: &mut Vec<Finding>) -> usize {
-    let g = &run.groups;
+    let g = &run.groups[..run.len];
     let run_end = g.last().map_or(run_start, |x| x.1);
     let mut i = 0;
     let mut resume = run_start;
@@ -155,27 +193,43 @@ fn classify(text: &str, run_start: usize, run: &Run, out: &mut Vec<Finding>) -> 
 
 fn kind_of(text: &str, start: usize, groups: &[(usize, usize)], plus: bool, whole: bool) -> Option<(&'static str, f32)> {
     let b = text.as_bytes();
-    let digits: Vec<u8> = groups.iter().flat_map(|&(s, e)| b[s..e].iter().copied()).collect();
-    let seps: Vec<&str> = groups.windows(2).map(|w| &text[w[0].1..w[1].0]).collect();
-    let lens: Vec<usize> = groups.iter().map(|(s, e)| e - s).collect();
-    let n = digits.len();
-    let all_sep = |s: &str| seps.iter().all(|x| *x == s);
+    // Called for every contiguous range of groups of every digit run: the
+    // digits, separators and group lengths are looked at in place (no `Vec`s).
+    let mut lens_buf = [0usize; MAX_GROUPS];
+    for (l, &(s, e)) in lens_buf.iter_mut().zip(groups) {
+        *l = e - s;
+    }
+    let lens = &lens_buf[..groups.len()];
+    let n: usize = lens.iter().sum();
+    // Every shape below has at most 19 digits (cards); longer runs are nothing.
+    if n > 19 {
+        return None;
+    }
+    let mut digits_buf = [0u8; 19];
+    let mut k = 0;
+    for &(s, e) in groups {
+        digits_buf[k..k + e - s].copy_from_slice(&b[s..e]);
+        k += e - s;
+    }
+    let digits = &digits_buf[..n];
+    let seps = || groups.windows(2).map(|w| &b[w[0].1..w[1].0]);
+    let all_sep = |s: &[u8]| seps().all(|x| x == s);
     // IPv4: four dotted octets.
-    if groups.len() == 4 && all_sep(".") && !plus && lens.iter().all(|&l| (1..=3).contains(&l)) {
+    if groups.len() == 4 && all_sep(b".") && !plus && lens.iter().all(|&l| (1..=3).contains(&l)) {
         let ok = groups.iter().all(|&(s, e)| text[s..e].parse::<u16>().is_ok_and(|v| v <= 255));
         return ok.then_some(("ip_address", 0.6));
     }
-    if seps.iter().any(|s| s.contains('.')) && !seps.iter().all(|s| *s == ".") {
+    if seps().any(|s| s.contains(&b'.')) && !all_sep(b".") {
         return None;
     }
     // Cards: one group, or groups joined by one kind of separator.
-    if !plus && (13..=19).contains(&n) && (groups.len() == 1 || all_sep(" ") || all_sep("-")) && checks::card(&digits) {
+    if !plus && (13..=19).contains(&n) && (groups.len() == 1 || all_sep(b" ") || all_sep(b"-")) && checks::card(digits) {
         return Some(("card_number", 0.95));
     }
     // US SSN: 3-2-4 with '-' (or ' ' after an SSN word), or 9 digits after an SSN word.
-    // Context look-ups allocate; only shapes that need one ask for it.
+    // Context look-ups cost a window scan; only shapes that need one ask for it.
     let ssn_ctx = || context_before(text, start, 40, &["ssn", "social security"]);
-    if !plus && lens == [3, 2, 4] && (all_sep("-") || (all_sep(" ") && ssn_ctx())) {
+    if !plus && lens == [3, 2, 4] && (all_sep(b"-") || (all_sep(b" ") && ssn_ctx())) {
         let (a, g2, s) = (&digits[..3], &digits[3..5], &digits[5..]);
         if checks::us_ssn(a, g2, s) {
             return Some(("us_ssn", 0.85));
@@ -187,7 +241,7 @@ fn kind_of(text: &str, start: usize, groups: &[(usize, usize)], plus: bool, whol
     // Canadian SIN: 3-3-3, Luhn, with a SIN word nearby.
     if !plus
         && (lens == [3, 3, 3] || lens == [9])
-        && checks::luhn(&digits)
+        && checks::luhn(digits)
         && context_before(text, start, 40, &["sin", "social insurance", "nas"])
     {
         return Some(("ca_sin", 0.85));
@@ -197,9 +251,9 @@ fn kind_of(text: &str, start: usize, groups: &[(usize, usize)], plus: bool, whol
         return Some(("phone", 0.8));
     }
     let nanp = |l: &[usize], d: &[u8]| l == [3, 3, 4] && d[0] >= b'2' && d[3] >= b'2';
-    if !plus && whole && (nanp(&lens, &digits) || (lens.first() == Some(&1) && digits[0] == b'1' && nanp(&lens[1..], &digits[1..]))) {
+    if !plus && whole && (nanp(lens, digits) || (lens.first() == Some(&1) && digits[0] == b'1' && nanp(&lens[1..], &digits[1..]))) {
         let paren = b.get(start) == Some(&b'(');
-        if paren || all_sep("-") || all_sep(".") || all_sep(" ") || seps.iter().any(|s| s.contains(')')) {
+        if paren || all_sep(b"-") || all_sep(b".") || all_sep(b" ") || seps().any(|s| s.contains(&b')')) {
             return Some(("phone", 0.75));
         }
     }
