@@ -3,6 +3,7 @@
 //! keys next to an AWS word, credentials in URLs, and generic assignments
 //! such as `password=...`, `api_key: "..."`, `"client_secret": "..."`.
 
+use crate::blocks::{Blocks, COLON, DASH, DIGIT, EQ, J, KEY_MARK, SLASH_PLUS};
 use crate::finding::{Class, Finding};
 use crate::pii::context_before;
 
@@ -12,12 +13,24 @@ fn tok(c: u8) -> bool {
 
 /// All secret findings in `text`.
 pub fn scan(text: &str, out: &mut Vec<Finding>) {
-    prefixed_tokens(text, out);
-    jwts(text, out);
-    pem_blocks(text, out);
-    aws_secrets(text, out);
-    url_credentials(text, out);
-    assignments(text, out);
+    scan_in(text, &Blocks::new(text.as_bytes()), out);
+}
+
+/// [`scan`] with the text's block summary already made. The scans that
+/// look for a fixed string run only if the text has its rarest byte.
+pub fn scan_in(text: &str, blocks: &Blocks, out: &mut Vec<Finding>) {
+    prefixed_tokens(text, blocks, out);
+    if blocks.all() & J != 0 {
+        jwts(text, out);
+    }
+    if blocks.all() & DASH != 0 {
+        pem_blocks(text, out);
+    }
+    aws_secrets(text, blocks, out);
+    if blocks.all() & COLON != 0 {
+        url_credentials(text, out);
+    }
+    assignments(text, blocks, out);
 }
 
 /// Kind of a token by prefix and shape.
@@ -51,12 +64,16 @@ fn token_kind(t: &[u8]) -> Option<&'static str> {
     None
 }
 
-fn prefixed_tokens(text: &str, out: &mut Vec<Finding>) {
+fn prefixed_tokens(text: &str, blocks: &Blocks, out: &mut Vec<Finding>) {
     let b = text.as_bytes();
-    let mut i = 0;
+    // Every prefix `token_kind` knows has an 'A', '_' or '-' in its first
+    // seven bytes (AKIA…, AIza…, sk_, ghp_, xoxb-, github_pat_): a token
+    // starting in a block without one there or in the next block is nothing.
+    let wanted = |bl: &Blocks, k| bl.pair(k) & KEY_MARK != 0;
+    let mut i = blocks.next(0, b.len(), wanted);
     while i < b.len() {
         if !b[i].is_ascii_alphabetic() || (i > 0 && tok(b[i - 1])) {
-            i += 1;
+            i = blocks.next(i + 1, b.len(), wanted);
             continue;
         }
         let mut j = i;
@@ -67,6 +84,9 @@ fn prefixed_tokens(text: &str, out: &mut Vec<Finding>) {
             out.push(Finding::new(i, j, kind, Class::Dlp, 0.99));
         }
         i = j;
+    }
+    if blocks.all() & COLON == 0 {
+        return;
     }
     for (at, _) in text.match_indices("https://hooks.slack.com/services/") {
         let mut e = at;
@@ -118,13 +138,16 @@ fn pem_blocks(text: &str, out: &mut Vec<Finding>) {
     }
 }
 
-fn aws_secrets(text: &str, out: &mut Vec<Finding>) {
+fn aws_secrets(text: &str, blocks: &Blocks, out: &mut Vec<Finding>) {
     let b = text.as_bytes();
     let c64 = |c: u8| c.is_ascii_alphanumeric() || c == b'/' || c == b'+';
-    let mut i = 0;
+    // A key is 40 bytes with a digit, '/' or '+': one starting in a block
+    // ends in the next, so blocks where neither pair has one are skipped.
+    let wanted = |bl: &Blocks, k| bl.pair(k) & (DIGIT | SLASH_PLUS) != 0;
+    let mut i = blocks.next(0, b.len(), wanted);
     while i < b.len() {
         if !c64(b[i]) || (i > 0 && c64(b[i - 1])) {
-            i += 1;
+            i = blocks.next(i + 1, b.len(), wanted);
             continue;
         }
         let mut j = i;
@@ -183,60 +206,71 @@ fn key_kind(key: &str) -> Option<&'static str> {
     }
 }
 
-fn assignments(text: &str, out: &mut Vec<Finding>) {
+fn assignments(text: &str, blocks: &Blocks, out: &mut Vec<Finding>) {
+    let b = text.as_bytes();
+    // Assignments are found from their '=' or ':': other blocks are skipped.
+    let wanted = |bl: &Blocks, k| bl.at(k) & (EQ | COLON) != 0;
+    let mut p = blocks.next(0, b.len(), wanted);
+    while p < b.len() {
+        assignment_at(text, p, out);
+        p = blocks.next(p + 1, b.len(), wanted);
+    }
+}
+
+/// An assignment whose '=' or ':' is at `p`.
+fn assignment_at(text: &str, p: usize, out: &mut Vec<Finding>) {
     let b = text.as_bytes();
     let ident = |c: u8| c.is_ascii_alphanumeric() || matches!(c, b'_' | b'-' | b'.');
-    for (p, &c) in b.iter().enumerate() {
-        if c != b'=' && c != b':' {
-            continue;
-        }
-        if c == b':' && b.get(p + 1) == Some(&b'/') {
-            continue; // a URL scheme
-        }
-        // The key: identifier before optional quote and spaces.
-        let mut k = p;
-        while k > 0 && b[k - 1] == b' ' {
-            k -= 1;
-        }
-        if k > 0 && matches!(b[k - 1], b'"' | b'\'') {
-            k -= 1;
-        }
-        let key_end = k;
-        while k > 0 && ident(b[k - 1]) {
-            k -= 1;
-        }
-        if key_end == k || key_end - k > 64 {
-            continue;
-        }
-        let Some(kind) = key_kind(&text[k..key_end].to_ascii_lowercase()) else {
-            continue;
+    let c = b[p];
+    if c != b'=' && c != b':' {
+        return;
+    }
+    if c == b':' && b.get(p + 1) == Some(&b'/') {
+        return; // a URL scheme
+    }
+    // The key: identifier before optional quote and spaces.
+    let mut k = p;
+    while k > 0 && b[k - 1] == b' ' {
+        k -= 1;
+    }
+    if k > 0 && matches!(b[k - 1], b'"' | b'\'') {
+        k -= 1;
+    }
+    let key_end = k;
+    while k > 0 && ident(b[k - 1]) {
+        k -= 1;
+    }
+    if key_end == k || key_end - k > 64 {
+        return;
+    }
+    let Some(kind) = key_kind(&text[k..key_end].to_ascii_lowercase()) else {
+        return;
+    };
+    // The value.
+    let mut v = p + 1;
+    if b.get(v) == Some(&b'=') {
+        v += 1;
+    }
+    while v < b.len() && b[v] == b' ' {
+        v += 1;
+    }
+    let quote = b.get(v).copied().filter(|q| matches!(q, b'"' | b'\''));
+    let vs = if quote.is_some() { v + 1 } else { v };
+    let mut ve = vs;
+    while ve < b.len() && ve - vs <= 200 {
+        let ch = b[ve];
+        let stop = match quote {
+            Some(q) => ch == q || ch == b'\n',
+            None => ch.is_ascii_whitespace() || matches!(ch, b',' | b';' | b'&' | b'}' | b'(' | b')' | b'"' | b'\'' | b'<'),
         };
-        // The value.
-        let mut v = p + 1;
-        if b.get(v) == Some(&b'=') {
-            v += 1;
+        if stop {
+            break;
         }
-        while v < b.len() && b[v] == b' ' {
-            v += 1;
-        }
-        let quote = b.get(v).copied().filter(|q| matches!(q, b'"' | b'\''));
-        let vs = if quote.is_some() { v + 1 } else { v };
-        let mut ve = vs;
-        while ve < b.len() && ve - vs <= 200 {
-            let ch = b[ve];
-            let stop = match quote {
-                Some(q) => ch == q || ch == b'\n',
-                None => ch.is_ascii_whitespace() || matches!(ch, b',' | b';' | b'&' | b'}' | b'(' | b')' | b'"' | b'\'' | b'<'),
-            };
-            if stop {
-                break;
-            }
-            ve += 1;
-        }
-        let value = &text[vs..ve];
-        if plausible_secret(value, quote.is_some(), b.get(ve)) {
-            out.push(Finding::new(vs, ve, kind, Class::Dlp, 0.75));
-        }
+        ve += 1;
+    }
+    let value = &text[vs..ve];
+    if plausible_secret(value, quote.is_some(), b.get(ve)) {
+        out.push(Finding::new(vs, ve, kind, Class::Dlp, 0.75));
     }
 }
 

@@ -34,6 +34,7 @@
 
 #![warn(missing_docs)]
 
+pub mod blocks;
 pub mod checks;
 pub mod config;
 pub mod dlp;
@@ -76,8 +77,9 @@ pub struct Decision {
 /// All findings in `text`, overlaps resolved, sorted by start.
 pub fn find(text: &str, cfg: &Config) -> Vec<Finding> {
     let mut all = Vec::new();
-    pii::scan(text, &mut all);
-    dlp::scan(text, &mut all);
+    let blocks = blocks::Blocks::new(text.as_bytes());
+    pii::scan_in(text, &blocks, &mut all);
+    dlp::scan_in(text, &blocks, &mut all);
     for (i, c) in cfg.custom.iter().enumerate() {
         for m in c.regex.find_iter(text).take(256) {
             all.push(Finding {

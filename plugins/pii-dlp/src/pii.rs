@@ -3,6 +3,7 @@
 //! issuer), IBANs (mod 97), IPv4/IPv6, US SSN, Canadian SIN (Luhn, with
 //! context), Spanish DNI/NIE (control letter), UK NINO (prefix rules).
 
+use crate::blocks::{Blocks, COLON, DIGIT, PLUS_PAREN, UPPER};
 use crate::checks;
 use crate::finding::{Class, Finding};
 
@@ -64,11 +65,18 @@ fn context_before_unicode(window: &str, words: &[&str]) -> bool {
 
 /// All personal-data findings in `text`.
 pub fn scan(text: &str, out: &mut Vec<Finding>) {
+    scan_in(text, &Blocks::new(text.as_bytes()), out);
+}
+
+/// [`scan`] with the text's block summary already made.
+pub fn scan_in(text: &str, blocks: &Blocks, out: &mut Vec<Finding>) {
     emails(text, out);
-    numbers(text, out);
-    ibans(text, out);
-    ipv6(text, out);
-    national_ids(text, out);
+    numbers(text, blocks, out);
+    ibans(text, blocks, out);
+    if blocks.all() & COLON != 0 {
+        ipv6(text, out);
+    }
+    national_ids(text, blocks, out);
 }
 
 fn emails(text: &str, out: &mut Vec<Finding>) {
@@ -120,13 +128,15 @@ struct Run {
 const PHONE_WORDS: &[&str] =
     &["phone", "tel", "mobile", "cell", "call", "fax", "whatsapp", "telefon", "téléphone", "teléfono", "handy", "contact"];
 
-fn numbers(text: &str, out: &mut Vec<Finding>) {
+fn numbers(text: &str, blocks: &Blocks, out: &mut Vec<Finding>) {
     let b = text.as_bytes();
-    let mut i = 0;
+    // A run starts at a digit, '+' or '(': blocks without one are skipped.
+    let wanted = |bl: &Blocks, k| bl.at(k) & (DIGIT | PLUS_PAREN) != 0;
+    let mut i = blocks.next(0, b.len(), wanted);
     while i < b.len() {
         let starts = b[i].is_ascii_digit() || (matches!(b[i], b'+' | b'(') && b.get(i + 1).is_some_and(u8::is_ascii_digit));
         if !starts || (i > 0 && (b[i - 1].is_ascii_alphanumeric() || matches!(b[i - 1], b'.' | b'-' | b'_' | b'/' | b':'))) {
-            i += 1;
+            i = blocks.next(i + 1, b.len(), wanted);
             continue;
         }
         let plus = b[i] == b'+';
@@ -266,17 +276,20 @@ fn kind_of(text: &str, start: usize, groups: &[(usize, usize)], plus: bool, whol
     None
 }
 
-fn ibans(text: &str, out: &mut Vec<Finding>) {
+fn ibans(text: &str, blocks: &Blocks, out: &mut Vec<Finding>) {
     let b = text.as_bytes();
-    let mut i = 0;
+    // A head is an uppercase letter with a digit two bytes on (in the same
+    // block or the next): other blocks are skipped.
+    let wanted = |bl: &Blocks, k| bl.at(k) & UPPER != 0 && bl.pair(k) & DIGIT != 0;
+    let mut i = blocks.next(0, b.len(), wanted);
     while i + 4 <= b.len() {
         let head = b[i].is_ascii_uppercase() && b[i + 1].is_ascii_uppercase() && b[i + 2].is_ascii_digit() && b[i + 3].is_ascii_digit();
         if !head || (i > 0 && b[i - 1].is_ascii_alphanumeric()) {
-            i += 1;
+            i = blocks.next(i + 1, b.len(), wanted);
             continue;
         }
         let Some(want) = checks::iban_expected_len(&b[i..i + 2]) else {
-            i += 1;
+            i = blocks.next(i + 1, b.len(), wanted);
             continue;
         };
         let mut compact = Vec::with_capacity(want);
@@ -293,94 +306,123 @@ fn ibans(text: &str, out: &mut Vec<Finding>) {
             out.push(Finding::new(i, j, "iban", Class::Pii, 0.95));
             i = j;
         } else {
-            i += 1;
+            i = blocks.next(i + 1, b.len(), wanted);
         }
     }
 }
 
+/// IPv6 addresses, found from their colons.
+///
+/// The byte-by-byte form of this scan (kept in the tests as the reference)
+/// takes, in each maximal run of hex digits, ':' and '.', at most one
+/// candidate: from the run's first byte if no letter or digit is glued
+/// before it, else from the first byte after a '.' inside the run, to the
+/// run's end. A candidate needs two colons, so only runs that hold a colon
+/// are looked at, and the scan jumps from colon to colon (`memchr`).
 fn ipv6(text: &str, out: &mut Vec<Finding>) {
     let b = text.as_bytes();
     let cand = |c: u8| c.is_ascii_hexdigit() || c == b':' || c == b'.';
-    let mut i = 0;
-    while i < b.len() {
-        if !cand(b[i]) || (i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b':')) {
-            i += 1;
-            continue;
+    let mut from = 0;
+    while let Some(c) = text[from..].find(':').map(|p| from + p) {
+        // The maximal run holding this colon; runs never overlap, and the
+        // previous one ended on a byte that is not in a run (before `from`).
+        let mut r0 = c;
+        while r0 > 0 && cand(b[r0 - 1]) {
+            r0 -= 1;
         }
-        let mut j = i;
+        let mut j = c + 1;
         while j < b.len() && cand(b[j]) {
             j += 1;
         }
-        let mut e = j;
-        while e > i && b[e - 1] == b'.' {
-            e -= 1;
+        from = j;
+        let start = if r0 == 0 || !b[r0 - 1].is_ascii_alphanumeric() { Some(r0) } else { (r0 + 1..j).find(|&p| b[p - 1] == b'.') };
+        if let Some(i) = start {
+            ipv6_candidate(text, i, j, out);
         }
-        if e > i + 1 && b[e - 1] == b':' && b[e - 2] != b':' {
-            e -= 1;
-        }
-        let s = &text[i..e];
-        // Most candidates are words that start with a hex letter: the colon
-        // count rules them out before anything is split or parsed.
-        let colons = s.bytes().filter(|&c| c == b':').count();
-        if colons >= 2
-            && s.split(':').filter(|g| !g.is_empty()).count() >= 2
-            && !b.get(j).is_some_and(|c| c.is_ascii_alphanumeric())
-            && s.parse::<std::net::Ipv6Addr>().is_ok()
-            && (colons >= 3 || s.bytes().any(|c| c.is_ascii_digit()))
-        {
-            out.push(Finding::new(i, e, "ip_address", Class::Pii, 0.7));
-        }
-        i = j.max(i + 1);
     }
 }
 
-fn national_ids(text: &str, out: &mut Vec<Finding>) {
+/// The candidate `text[i..j]` (a whole run, or its tail after a '.').
+fn ipv6_candidate(text: &str, i: usize, j: usize, out: &mut Vec<Finding>) {
     let b = text.as_bytes();
+    let mut e = j;
+    while e > i && b[e - 1] == b'.' {
+        e -= 1;
+    }
+    if e > i + 1 && b[e - 1] == b':' && b[e - 2] != b':' {
+        e -= 1;
+    }
+    let s = &text[i..e];
+    // Most candidates are words that start with a hex letter: the colon
+    // count rules them out before anything is split or parsed.
+    let colons = s.bytes().filter(|&c| c == b':').count();
+    if colons >= 2
+        && s.split(':').filter(|g| !g.is_empty()).count() >= 2
+        && !b.get(j).is_some_and(|c| c.is_ascii_alphanumeric())
+        && s.parse::<std::net::Ipv6Addr>().is_ok()
+        && (colons >= 3 || s.bytes().any(|c| c.is_ascii_digit()))
+    {
+        out.push(Finding::new(i, e, "ip_address", Class::Pii, 0.7));
+    }
+}
+
+fn national_ids(text: &str, blocks: &Blocks, out: &mut Vec<Finding>) {
+    let n = text.len();
+    // Every id starts with a digit, or with an uppercase letter followed
+    // (later) by digits: blocks with neither are skipped.
+    let wanted = |bl: &Blocks, k| bl.at(k) & DIGIT != 0 || (bl.at(k) & UPPER != 0 && bl.digit_from(k));
+    let mut i = blocks.next(0, n, wanted);
+    while i < n {
+        national_id_at(text.as_bytes(), i, out);
+        i = blocks.next(i + 1, n, wanted);
+    }
+}
+
+/// A Spanish DNI/NIE or a UK NINO starting at `i`.
+fn national_id_at(b: &[u8], i: usize, out: &mut Vec<Finding>) {
     let n = b.len();
-    for i in 0..n {
-        if i > 0 && b[i - 1].is_ascii_alphanumeric() {
-            continue;
-        }
-        // Spanish DNI (8 digits + letter) and NIE (X/Y/Z + 7 digits + letter).
-        let (num_start, prefix) = match b[i] {
-            b'X' | b'Y' | b'Z' => (i + 1, u32::from(b[i] - b'X')),
-            c if c.is_ascii_digit() => (i, 0),
-            _ => (usize::MAX, 0),
-        };
-        if num_start != usize::MAX {
-            let digits = if num_start == i { 8 } else { 7 };
-            let end = num_start + digits;
-            if end < n && b[num_start..end].iter().all(u8::is_ascii_digit) {
-                let letter_at = if b[end] == b'-' || b[end] == b' ' { end + 1 } else { end };
-                if let Some(&letter) = b.get(letter_at) {
-                    let value = b[num_start..end].iter().fold(prefix, |a, d| a * 10 + u32::from(d - b'0'));
-                    let value = if num_start == i { value } else { prefix * 10_000_000 + value % 10_000_000 };
-                    if letter == checks::es_dni_letter(value) && !alnum(b.get(letter_at + 1)) {
-                        out.push(Finding::new(i, letter_at + 1, "es_dni", Class::Pii, 0.9));
-                        continue;
-                    }
+    if i > 0 && b[i - 1].is_ascii_alphanumeric() {
+        return;
+    }
+    // Spanish DNI (8 digits + letter) and NIE (X/Y/Z + 7 digits + letter).
+    let (num_start, prefix) = match b[i] {
+        b'X' | b'Y' | b'Z' => (i + 1, u32::from(b[i] - b'X')),
+        c if c.is_ascii_digit() => (i, 0),
+        _ => (usize::MAX, 0),
+    };
+    if num_start != usize::MAX {
+        let digits = if num_start == i { 8 } else { 7 };
+        let end = num_start + digits;
+        if end < n && b[num_start..end].iter().all(u8::is_ascii_digit) {
+            let letter_at = if b[end] == b'-' || b[end] == b' ' { end + 1 } else { end };
+            if let Some(&letter) = b.get(letter_at) {
+                let value = b[num_start..end].iter().fold(prefix, |a, d| a * 10 + u32::from(d - b'0'));
+                let value = if num_start == i { value } else { prefix * 10_000_000 + value % 10_000_000 };
+                if letter == checks::es_dni_letter(value) && !alnum(b.get(letter_at + 1)) {
+                    out.push(Finding::new(i, letter_at + 1, "es_dni", Class::Pii, 0.9));
+                    return;
                 }
             }
         }
-        // UK NINO: AB 12 34 56 C (spaces optional).
-        if i + 9 <= n && checks::uk_nino_prefix(b[i], b[i + 1]) {
-            let mut j = i + 2;
-            let mut digits = 0;
-            while j < n && digits < 6 {
-                if b[j].is_ascii_digit() {
-                    digits += 1;
-                } else if !(b[j] == b' ' && digits % 2 == 0) {
-                    break;
-                }
+    }
+    // UK NINO: AB 12 34 56 C (spaces optional).
+    if i + 9 <= n && checks::uk_nino_prefix(b[i], b[i + 1]) {
+        let mut j = i + 2;
+        let mut digits = 0;
+        while j < n && digits < 6 {
+            if b[j].is_ascii_digit() {
+                digits += 1;
+            } else if !(b[j] == b' ' && digits % 2 == 0) {
+                break;
+            }
+            j += 1;
+        }
+        if digits == 6 {
+            if j < n && b[j] == b' ' {
                 j += 1;
             }
-            if digits == 6 {
-                if j < n && b[j] == b' ' {
-                    j += 1;
-                }
-                if j < n && matches!(b[j], b'A'..=b'D') && !alnum(b.get(j + 1)) {
-                    out.push(Finding::new(i, j + 1, "uk_nino", Class::Pii, 0.8));
-                }
+            if j < n && matches!(b[j], b'A'..=b'D') && !alnum(b.get(j + 1)) {
+                out.push(Finding::new(i, j + 1, "uk_nino", Class::Pii, 0.8));
             }
         }
     }
@@ -399,6 +441,41 @@ mod tests {
 
     fn one(text: &str, kind: &str, value: &str) {
         assert_eq!(kinds(text), vec![(kind.to_string(), value.to_string())], "{text}");
+    }
+
+    /// The byte-by-byte IPv6 scan that `ipv6` reproduces from the colons.
+    fn ipv6_reference(text: &str, out: &mut Vec<Finding>) {
+        let b = text.as_bytes();
+        let cand = |c: u8| c.is_ascii_hexdigit() || c == b':' || c == b'.';
+        let mut i = 0;
+        while i < b.len() {
+            if !cand(b[i]) || (i > 0 && (b[i - 1].is_ascii_alphanumeric() || b[i - 1] == b':')) {
+                i += 1;
+                continue;
+            }
+            let mut j = i;
+            while j < b.len() && cand(b[j]) {
+                j += 1;
+            }
+            ipv6_candidate(text, i, j, out);
+            i = j.max(i + 1);
+        }
+    }
+
+    #[test]
+    fn ipv6_from_colons_is_the_byte_scan() {
+        for t in [
+            "v6 2001:db8::8a2e:370:7334 ok",
+            "fe80::1",
+            "x2001:db8::1 .fe80::1 a.b::1 ::1 1.2::3.4:: ab:cd:ef:: face:: ::ffff:1.2.3.4.",
+            "std::vec::Vec 12:30:45 de:ad:be:ef:00:11 :::: a::b::c",
+            "g.2001:db8::1: z.::1 1::2:3: e.f.::9 é::1 ::",
+        ] {
+            let (mut a, mut r) = (Vec::new(), Vec::new());
+            ipv6(t, &mut a);
+            ipv6_reference(t, &mut r);
+            assert_eq!(a, r, "{t}");
+        }
     }
 
     #[test]
