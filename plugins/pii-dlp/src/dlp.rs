@@ -138,6 +138,9 @@ fn pem_blocks(text: &str, out: &mut Vec<Finding>) {
     }
 }
 
+/// Words that make a 40-byte base64 token an AWS secret key.
+pub(crate) const AWS_WORDS: &[&str] = &["aws", "secret"];
+
 fn aws_secrets(text: &str, blocks: &Blocks, out: &mut Vec<Finding>) {
     let b = text.as_bytes();
     let c64 = |c: u8| c.is_ascii_alphanumeric() || c == b'/' || c == b'+';
@@ -159,7 +162,7 @@ fn aws_secrets(text: &str, blocks: &Blocks, out: &mut Vec<Finding>) {
             && t.iter().any(u8::is_ascii_lowercase)
             && t.iter().any(u8::is_ascii_uppercase)
             && t.iter().any(|c| c.is_ascii_digit() || *c == b'/' || *c == b'+')
-            && context_before(text, i, 80, &["aws", "secret"])
+            && context_before(text, i, 80, AWS_WORDS)
         {
             out.push(Finding::new(i, j, "aws_secret_key", Class::Dlp, 0.9));
         }

@@ -4,6 +4,8 @@
 //! context), Spanish DNI/NIE (control letter), UK NINO (prefix rules).
 
 use crate::blocks::{Blocks, COLON, DIGIT, PLUS_PAREN, UPPER};
+use std::cell::Cell;
+
 use crate::checks;
 use crate::finding::{Class, Finding};
 
@@ -23,27 +25,29 @@ pub fn context_before(text: &str, at: usize, span: usize, words: &[&str]) -> boo
         return context_before_unicode(&text[from..at], words);
     }
     // ASCII window (the usual case): lowercasing maps byte to byte, so the
-    // words are matched in place, without the lowercased copy, with the same
-    // leftmost non-overlapping matches as `match_indices` below.
-    words.iter().any(|w| {
-        let w = w.as_bytes();
-        let mut p = 0;
-        while p + w.len() <= window.len() {
-            if !window[p..p + w.len()].eq_ignore_ascii_case(w) {
-                p += 1;
-                continue;
-            }
-            let end = p + w.len();
-            let start_ok = p == 0 || !window[p - 1].is_ascii_alphabetic();
-            // Short words must end there too ("sin" is not "since").
-            let end_ok = w.len() > 4 || end >= window.len() || !window[end].is_ascii_alphabetic();
-            if start_ok && end_ok {
-                return true;
-            }
-            p = end;
+    // words are matched in place, without the lowercased copy. No word
+    // overlaps itself (a unit test checks it), so `match_indices`' leftmost
+    // non-overlapping matches below are all the matches, and one walk over
+    // the window's word starts tries every word; every word starts with an
+    // ASCII letter (checked too), so only letters after a non-letter can
+    // start a match.
+    for p in 0..window.len() {
+        if !window[p].is_ascii_alphabetic() || (p > 0 && window[p - 1].is_ascii_alphabetic()) {
+            continue;
         }
-        false
-    })
+        let rest = &window[p..];
+        for w in words {
+            let w = w.as_bytes();
+            if rest.len() >= w.len() && rest[..w.len()].eq_ignore_ascii_case(w) {
+                let end = p + w.len();
+                // Short words must end there too ("sin" is not "since").
+                if w.len() > 4 || end >= window.len() || !window[end].is_ascii_alphabetic() {
+                    return true;
+                }
+            }
+        }
+    }
+    false
 }
 
 /// [`context_before`] on a window with non-ASCII text: Unicode lowercase
@@ -171,6 +175,37 @@ fn numbers(text: &str, blocks: &Blocks, out: &mut Vec<Finding>) {
 
 /// Classify contiguous group ranges of a run, longest first; returns where
 /// scanning continues.
+/// Context look-ups for one start of a span, each done at most once: the
+/// group ranges of a run that share a start share their context, and a run
+/// of many groups asked the same question up to twelve times.
+struct Context<'a> {
+    text: &'a str,
+    start: usize,
+    ssn: Cell<Option<bool>>,
+    sin: Cell<Option<bool>>,
+    phone: Cell<Option<bool>>,
+}
+
+impl Context<'_> {
+    fn memo(cell: &Cell<Option<bool>>, f: impl FnOnce() -> bool) -> bool {
+        let v = cell.get().unwrap_or_else(f);
+        cell.set(Some(v));
+        v
+    }
+    fn ssn(&self) -> bool {
+        Self::memo(&self.ssn, || context_before(self.text, self.start, 40, SSN_WORDS))
+    }
+    fn sin(&self) -> bool {
+        Self::memo(&self.sin, || context_before(self.text, self.start, 40, SIN_WORDS))
+    }
+    fn phone(&self) -> bool {
+        Self::memo(&self.phone, || context_before(self.text, self.start, 30, PHONE_WORDS))
+    }
+}
+
+const SSN_WORDS: &[&str] = &["ssn", "social security"];
+const SIN_WORDS: &[&str] = &["sin", "social insurance", "nas"];
+
 fn classify(text: &str, run_start: usize, run: &Run, out: &mut Vec<Finding>) -> usize {
     let g = &run.groups[..run.len];
     let run_end = g.last().map_or(run_start, |x| x.1);
@@ -178,11 +213,12 @@ fn classify(text: &str, run_start: usize, run: &Run, out: &mut Vec<Finding>) -> 
     let mut resume = run_start;
     while i < g.len() {
         let mut matched = false;
+        let start = if i == 0 && run.plus { run_start } else { g[i].0 };
+        let start = if i == 0 && text.as_bytes()[run_start] == b'(' { run_start } else { start };
+        let ctx = Context { text, start, ssn: Cell::new(None), sin: Cell::new(None), phone: Cell::new(None) };
         for j in (i..g.len()).rev() {
-            let start = if i == 0 && run.plus { run_start } else { g[i].0 };
-            let start = if i == 0 && text.as_bytes()[run_start] == b'(' { run_start } else { start };
             let end = g[j].1;
-            if let Some(kind) = kind_of(text, start, &g[i..=j], i == 0 && run.plus, i == 0 && j + 1 == g.len()) {
+            if let Some(kind) = kind_of(&ctx, &g[i..=j], i == 0 && run.plus, i == 0 && j + 1 == g.len()) {
                 // The span must not be glued to letters or more digits.
                 let after = text.as_bytes().get(end);
                 if !alnum(after) {
@@ -201,7 +237,8 @@ fn classify(text: &str, run_start: usize, run: &Run, out: &mut Vec<Finding>) -> 
     resume.max(run_end)
 }
 
-fn kind_of(text: &str, start: usize, groups: &[(usize, usize)], plus: bool, whole: bool) -> Option<(&'static str, f32)> {
+fn kind_of(ctx: &Context, groups: &[(usize, usize)], plus: bool, whole: bool) -> Option<(&'static str, f32)> {
+    let (text, start) = (ctx.text, ctx.start);
     let b = text.as_bytes();
     // Called for every contiguous range of groups of every digit run: the
     // digits, separators and group lengths are looked at in place (no `Vec`s).
@@ -238,7 +275,7 @@ fn kind_of(text: &str, start: usize, groups: &[(usize, usize)], plus: bool, whol
     }
     // US SSN: 3-2-4 with '-' (or ' ' after an SSN word), or 9 digits after an SSN word.
     // Context look-ups cost a window scan; only shapes that need one ask for it.
-    let ssn_ctx = || context_before(text, start, 40, &["ssn", "social security"]);
+    let ssn_ctx = || ctx.ssn();
     if !plus && lens == [3, 2, 4] && (all_sep(b"-") || (all_sep(b" ") && ssn_ctx())) {
         let (a, g2, s) = (&digits[..3], &digits[3..5], &digits[5..]);
         if checks::us_ssn(a, g2, s) {
@@ -249,11 +286,7 @@ fn kind_of(text: &str, start: usize, groups: &[(usize, usize)], plus: bool, whol
         return Some(("us_ssn", 0.8));
     }
     // Canadian SIN: 3-3-3, Luhn, with a SIN word nearby.
-    if !plus
-        && (lens == [3, 3, 3] || lens == [9])
-        && checks::luhn(digits)
-        && context_before(text, start, 40, &["sin", "social insurance", "nas"])
-    {
+    if !plus && (lens == [3, 3, 3] || lens == [9]) && checks::luhn(digits) && ctx.sin() {
         return Some(("ca_sin", 0.85));
     }
     // Phones.
@@ -270,7 +303,7 @@ fn kind_of(text: &str, start: usize, groups: &[(usize, usize)], plus: bool, whol
     if !plus && whole && digits[0] == b'0' && (9..=11).contains(&n) && groups.len() >= 2 && lens.iter().all(|&l| l >= 2) {
         return Some(("phone", 0.7));
     }
-    if (7..=15).contains(&n) && context_before(text, start, 30, PHONE_WORDS) {
+    if (7..=15).contains(&n) && ctx.phone() {
         return Some(("phone", 0.7));
     }
     None
@@ -459,6 +492,34 @@ mod tests {
             }
             ipv6_candidate(text, i, j, out);
             i = j.max(i + 1);
+        }
+    }
+
+    #[test]
+    fn context_words_start_with_a_letter_and_never_overlap_themselves() {
+        let lists = [PHONE_WORDS, SSN_WORDS, SIN_WORDS, crate::dlp::AWS_WORDS];
+        for w in lists.iter().flat_map(|l| l.iter()) {
+            assert!(w.as_bytes()[0].is_ascii_lowercase(), "{w}");
+            let b = w.as_bytes();
+            assert!((1..b.len()).all(|k| b[..k] != b[b.len() - k..]), "{w} overlaps itself");
+        }
+    }
+
+    #[test]
+    fn context_in_place_is_the_lowercased_search() {
+        for (t, words) in [
+            ("my SSN: 123", SSN_WORDS),
+            ("since 123", SIN_WORDS),
+            ("sin123 123", SIN_WORDS),
+            ("Social  Security 123", SSN_WORDS),
+            ("xtel 123", PHONE_WORDS),
+            ("TeLePhOnE: 123", PHONE_WORDS),
+            ("cellular 123", PHONE_WORDS),
+            ("the NAS: 123", SIN_WORDS),
+            ("aws_secret 123", crate::dlp::AWS_WORDS),
+        ] {
+            let at = t.len() - 3;
+            assert_eq!(context_before(t, at, 40, words), context_before_unicode(&t[..at], words), "{t}");
         }
     }
 
