@@ -42,6 +42,8 @@ pub mod detect;
 pub mod features;
 pub mod model;
 pub mod normalize;
+#[cfg(test)]
+mod random_text;
 
 use detect::{Decision, Strictness, Thresholds};
 use gatehouse_sdk::shield::exports::gatehouse::plugin::shield_api as api;

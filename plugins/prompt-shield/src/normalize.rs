@@ -199,10 +199,85 @@ pub fn fold_alnum(text: &str) -> String {
 /// Normalise `text`. Linear in the input length.
 pub fn normalize(text: &str) -> Normalized {
     let mut tricks = Tricks::default();
-    // Steps 1-3.
+    let mut chars = fold_base(text, &mut tricks);
+    fold_words(&mut chars, &mut tricks);
+    join_and_squeeze(&mut chars, &mut tricks);
+    Normalized { chars, tricks }
+}
+
+/// Classes of an ASCII character, one bit each, looked up in [`ASCII_CLASS`]
+/// instead of testing ranges: the normaliser and the featuriser ask these of
+/// every character, and most prompts are mostly ASCII.
+const ALNUM: u8 = 1;
+/// `is_ascii_alphabetic`.
+const ALPHA: u8 = 1 << 1;
+/// One of the leet symbols `@ $ ! | +` (see [`leet_word_char`]).
+const LEET_SYMBOL: u8 = 1 << 2;
+/// [`is_spacer`].
+const SPACER: u8 = 1 << 3;
+/// `char::is_whitespace`.
+const SPACE: u8 = 1 << 4;
+/// Alphanumeric or '-': a word character of the hand features.
+pub(crate) const WORD: u8 = 1 << 5;
+
+/// The classes of each ASCII character (built at compile time).
+pub(crate) static ASCII_CLASS: [u8; 128] = {
+    let mut t = [0u8; 128];
+    let mut i = 0;
+    while i < 128 {
+        let b = i as u8;
+        let mut k = 0;
+        if b.is_ascii_alphanumeric() {
+            k |= ALNUM;
+        }
+        if b.is_ascii_alphabetic() {
+            k |= ALPHA;
+        }
+        if b.is_ascii_alphanumeric() || b == b'-' {
+            k |= WORD;
+        }
+        if matches!(b, b'@' | b'$' | b'!' | b'|' | b'+') {
+            k |= LEET_SYMBOL;
+        }
+        if matches!(b, b' ' | b'.' | b'-' | b'_' | b'*' | b'/' | b'\\' | b'~') {
+            k |= SPACER;
+        }
+        // char::is_whitespace on ASCII: '\t' '\n' '\x0B' '\x0C' '\r' ' '.
+        if matches!(b, b'\t' | b'\n' | 0x0B | 0x0C | b'\r' | b' ') {
+            k |= SPACE;
+        }
+        t[i] = k;
+        i += 1;
+    }
+    t
+};
+
+/// `c.is_alphanumeric()`, by table for ASCII.
+#[inline]
+pub(crate) fn is_alnum(c: char) -> bool {
+    if c.is_ascii() { ASCII_CLASS[c as usize] & ALNUM != 0 } else { c.is_alphanumeric() }
+}
+
+#[inline]
+fn is_space(c: char) -> bool {
+    if c.is_ascii() { ASCII_CLASS[c as usize] & SPACE != 0 } else { c.is_whitespace() }
+}
+
+/// Steps 1-3: invisible characters, compatibility forms, lowercase.
+fn fold_base(text: &str, tricks: &mut Tricks) -> Vec<char> {
+    // Invisible and compatibility characters are all outside ASCII, so ASCII
+    // text is only lowercased: one tight loop, allocated once (the byte
+    // iterator knows its length), and no UTF-8 decoding.
+    if text.is_ascii() {
+        return text.bytes().map(|b| char::from(b.to_ascii_lowercase())).collect();
+    }
+    fold_base_chars(text, tricks)
+}
+
+/// Steps 1-3 for any text (the path non-ASCII text takes).
+fn fold_base_chars(text: &str, tricks: &mut Tricks) -> Vec<char> {
     let mut base: Vec<char> = Vec::with_capacity(text.len());
     for c in text.chars() {
-        // Invisible and compatibility characters are all outside ASCII.
         if c.is_ascii() {
             base.push(c.to_ascii_lowercase());
             continue;
@@ -211,16 +286,14 @@ pub fn normalize(text: &str) -> Normalized {
             tricks.invisible += 1;
             continue;
         }
-        let c = fold_compat(c, &mut tricks);
+        let c = fold_compat(c, tricks);
         if c.is_ascii() {
             base.push(c.to_ascii_lowercase());
         } else {
             base.extend(c.to_lowercase());
         }
     }
-    fold_words(&mut base, &mut tricks);
-    join_and_squeeze(&mut base, &mut tricks);
-    Normalized { chars: base, tricks }
+    base
 }
 
 /// Script make-up of one word (step 4).
@@ -236,12 +309,36 @@ enum Script {
     Other,
 }
 
+/// One word of step 4 and 5: `chars[start..end]`.
+#[derive(Clone, Copy)]
+struct Word {
+    start: usize,
+    end: usize,
+    script: Script,
+    /// Characters that are not letters (digits and leet symbols), for step 5.
+    leetable: usize,
+}
+
+impl Word {
+    fn latin_like(&self) -> bool {
+        matches!(self.script, Script::Latin | Script::Mixed)
+    }
+}
+
 /// Steps 4 and 5, word by word. An all-lookalike word is folded only next to
 /// a Latin or mixed word, so "привет мир" stays Russian.
+///
+/// One pass, no list of words: a word is folded once the word after it has
+/// been scanned (its script is all the fold needs from it). Folding changes
+/// only the word's own characters, which lie before the next word, so every
+/// scan still reads the text as it came in.
 fn fold_words(chars: &mut [char], tricks: &mut Tricks) {
-    let mut words: Vec<(usize, usize, Script, usize)> = Vec::new();
+    let n = chars.len();
+    let mut pending: Option<Word> = None;
+    // The word before `pending` is Latin or mixed.
+    let mut latin_before = false;
     let mut i = 0;
-    while i < chars.len() {
+    while i < n {
         if !leet_word_char(chars[i]) {
             i += 1;
             continue;
@@ -251,15 +348,25 @@ fn fold_words(chars: &mut [char], tricks: &mut Tricks) {
         // '!' / '+' / '|' trimmed below are ASCII non-letters: they count in
         // none of these, so counting them here changes nothing.
         let (mut latin, mut looks, mut other) = (0, 0, 0);
-        while let Some(&c) = chars.get(i).filter(|c| leet_word_char(**c)) {
-            if c.is_ascii_alphabetic() {
-                latin += 1;
-            } else if c.is_ascii() {
-                // digits and leet symbols
-            } else if lookalike(c).is_some() {
-                looks += 1;
-            } else if c.is_alphabetic() {
-                other += 1;
+        while i < n {
+            let c = chars[i];
+            if c.is_ascii() {
+                let class = ASCII_CLASS[c as usize];
+                if class & (ALNUM | LEET_SYMBOL) == 0 {
+                    break;
+                }
+                // Digits and leet symbols count in none.
+                latin += usize::from(class & ALPHA != 0);
+            } else {
+                // leet_word_char of a non-ASCII character.
+                if !c.is_alphanumeric() {
+                    break;
+                }
+                if lookalike(c).is_some() {
+                    looks += 1;
+                } else if c.is_alphabetic() {
+                    other += 1;
+                }
             }
             i += 1;
         }
@@ -274,41 +381,44 @@ fn fold_words(chars: &mut [char], tricks: &mut Tricks) {
             (false, true, false) => Script::Lookalike,
             _ => Script::Other,
         };
-        // Letters (any script) and leet-able non-letters, for step 5.
-        let leetable = end - start - latin - looks - other;
-        words.push((start, end, script, leetable));
-        continue;
+        let word = Word { start, end, script, leetable: end - start - latin - looks - other };
+        if let Some(prev) = pending.replace(word) {
+            fold_word(&mut chars[prev.start..prev.end], prev.script, prev.leetable, latin_before, word.latin_like(), tricks);
+            latin_before = prev.latin_like();
+        }
     }
-    for k in 0..words.len() {
-        let (start, end, script, leetable) = words[k];
-        let latin_near = |j: Option<usize>| j.and_then(|j| words.get(j)).is_some_and(|w| matches!(w.2, Script::Latin | Script::Mixed));
-        let fold = script == Script::Mixed || (script == Script::Lookalike && (latin_near(k.checked_sub(1)) || latin_near(Some(k + 1))));
-        let word = &mut chars[start..end];
-        if fold {
-            tricks.mixed_script_words += 1;
-            for c in word.iter_mut() {
-                if let Some(l) = lookalike(*c) {
-                    *c = l;
-                }
+    if let Some(last) = pending {
+        fold_word(&mut chars[last.start..last.end], last.script, last.leetable, latin_before, false, tricks);
+    }
+}
+
+/// Steps 4 and 5 on one word, given whether its neighbours are Latin or mixed.
+fn fold_word(word: &mut [char], script: Script, leetable: usize, latin_before: bool, latin_after: bool, tricks: &mut Tricks) {
+    let fold = script == Script::Mixed || (script == Script::Lookalike && (latin_before || latin_after));
+    if fold {
+        tricks.mixed_script_words += 1;
+        for c in word.iter_mut() {
+            if let Some(l) = lookalike(*c) {
+                *c = l;
             }
         }
-        // Leet only where letters dominate and it is not a number or an id.
-        let digits = leetable;
-        let letters = word.len() - digits;
-        let foreign = script == Script::Other || (script == Script::Lookalike && !fold);
-        if digits > 0 && letters >= 2 && letters >= digits && word.len() >= 3 && !foreign {
-            tricks.leet_words += 1;
-            for c in word.iter_mut() {
-                if let Some(l) = leet(*c) {
-                    *c = l;
-                }
+    }
+    // Leet only where letters dominate and it is not a number or an id.
+    let digits = leetable;
+    let letters = word.len() - digits;
+    let foreign = script == Script::Other || (script == Script::Lookalike && !fold);
+    if digits > 0 && letters >= 2 && letters >= digits && word.len() >= 3 && !foreign {
+        tricks.leet_words += 1;
+        for c in word.iter_mut() {
+            if let Some(l) = leet(*c) {
+                *c = l;
             }
         }
     }
 }
 
 fn is_spacer(c: char) -> bool {
-    matches!(c, ' ' | '.' | '-' | '_' | '*' | '/' | '\\' | '~' | '·')
+    if c.is_ascii() { ASCII_CLASS[c as usize] & SPACER != 0 } else { c == '·' }
 }
 
 /// Step 7 as a writer: keeps what it is given unless it repeats, writing
@@ -321,13 +431,14 @@ struct Squeezer {
 }
 
 impl Squeezer {
+    #[inline]
     fn push(&mut self, out: &mut [char], c: char) {
-        let c = if c.is_whitespace() { ' ' } else { c };
+        let c = if is_space(c) { ' ' } else { c };
         if c == ' ' && (self.w == 0 || self.last == ' ') {
             return;
         }
         // A repeated non-alphanumeric, or a third repeated letter.
-        if self.w >= 1 && self.last == c && (!c.is_alphanumeric() || (self.w >= 2 && self.before == c)) {
+        if self.w >= 1 && self.last == c && (!is_alnum(c) || (self.w >= 2 && self.before == c)) {
             return;
         }
         out[self.w] = c;
@@ -343,19 +454,25 @@ impl Squeezer {
 
 /// Steps 6 and 7 in one pass, in place. Step 6: "i g n o r e" -> "ignore";
 /// a run needs at least four letters. Step 7 squeezes what step 6 keeps.
-/// The output never outgrows the input, and every read sees an original
-/// character: the writer is never ahead of the reader.
+/// The output never outgrows the input, and every read ahead of the reader
+/// sees an original character: the writer is never ahead of the reader. The
+/// one look behind (is the previous character alphanumeric?) is carried in
+/// `prev_alnum`, as the writer may have overwritten that character.
 fn join_and_squeeze(chars: &mut Vec<char>, tricks: &mut Tricks) {
     let n = chars.len();
-    let alnum: Vec<bool> = chars.iter().map(|c| c.is_alphanumeric()).collect();
-    let single = |k: usize| alnum[k] && (k == 0 || !alnum[k - 1]) && (k + 1 >= n || !alnum[k + 1]);
+    // A lone alphanumeric at `k`, given that `k - 1` is not alphanumeric.
+    let lone_after_non_alnum = |chars: &[char], k: usize| is_alnum(chars[k]) && (k + 1 >= n || !is_alnum(chars[k + 1]));
     let mut out = Squeezer { w: 0, last: '\0', before: '\0' };
+    let mut prev_alnum = false;
     let mut i = 0;
     while i < n {
-        if single(i) {
-            // Letter, spacer, letter, spacer, ... with one spacer each.
+        let c = chars[i];
+        let alnum = is_alnum(c);
+        if alnum && !prev_alnum && (i + 1 >= n || !is_alnum(chars[i + 1])) {
+            // Letter, spacer, letter, spacer, ... with one spacer each (a
+            // spacer is never alphanumeric).
             let mut k = i;
-            while k + 2 < n && is_spacer(chars[k + 1]) && single(k + 2) {
+            while k + 2 < n && is_spacer(chars[k + 1]) && lone_after_non_alnum(chars, k + 2) {
                 k += 2;
             }
             if (k - i) / 2 + 1 >= 4 {
@@ -364,21 +481,29 @@ fn join_and_squeeze(chars: &mut Vec<char>, tricks: &mut Tricks) {
                     let c = chars[r];
                     out.push(chars, c);
                 }
+                // chars[k] is a letter.
+                prev_alnum = true;
                 i = k + 1;
                 continue;
             }
         }
-        let c = chars[i];
         out.push(chars, c);
+        prev_alnum = alnum;
         i += 1;
     }
     let len = out.finish();
     chars.truncate(len);
 }
 
+// A path, not the default, so build.rs (which includes this file by path) resolves it the same way.
+#[cfg(test)]
+#[path = "normalize/reference.rs"]
+mod reference;
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::random_text;
 
     fn n(s: &str) -> String {
         normalize(s).text()
@@ -415,5 +540,57 @@ mod tests {
         assert_eq!(t.tricks.mixed_script_words, 1);
         assert_eq!(t.tricks.invisible, 1);
         assert_eq!(t.tricks.spaced_runs, 1);
+    }
+
+    #[test]
+    fn the_ascii_table_agrees_with_the_char_predicates() {
+        for b in 0..128u8 {
+            let c = char::from(b);
+            let class = ASCII_CLASS[usize::from(b)];
+            assert_eq!(class & ALNUM != 0, c.is_alphanumeric(), "{b}");
+            assert_eq!(class & ALPHA != 0, c.is_alphabetic(), "{b}");
+            assert_eq!(class & (ALNUM | LEET_SYMBOL) != 0, leet_word_char(c), "{b}");
+            assert_eq!(class & SPACER != 0, matches!(c, ' ' | '.' | '-' | '_' | '*' | '/' | '\\' | '~' | '·'), "{b}");
+            assert_eq!(class & SPACE != 0, c.is_whitespace(), "{b}");
+            assert_eq!(class & WORD != 0, c.is_alphanumeric() || c == '-', "{b}");
+            assert_eq!(is_alnum(c), c.is_alphanumeric(), "{b}");
+            assert_eq!(is_space(c), c.is_whitespace(), "{b}");
+            assert_eq!(is_spacer(c), class & SPACER != 0, "{b}");
+        }
+        for c in ['·', '\u{85}', '\u{A0}', '\u{3000}', 'é', 'ж', '٣', 'Ⅻ', '中'] {
+            assert_eq!(is_alnum(c), c.is_alphanumeric(), "{c}");
+            assert_eq!(is_space(c), c.is_whitespace(), "{c}");
+            assert_eq!(is_spacer(c), c == '·', "{c}");
+        }
+    }
+
+    #[test]
+    fn the_ascii_path_of_steps_1_to_3_is_the_general_one() {
+        for text in random_text::texts(0x5eed_0001, 2000) {
+            let (mut fast, mut general) = (Tricks::default(), Tricks::default());
+            assert_eq!(fold_base(&text, &mut fast), fold_base_chars(&text, &mut general), "{text:?}");
+            assert_eq!(fast, general, "{text:?}");
+        }
+    }
+
+    #[test]
+    fn the_tuned_normaliser_is_the_reference_one_on_random_text() {
+        let texts = random_text::texts(0x5eed_0002, 4000);
+        assert!(texts.iter().filter(|t| t.is_ascii()).count() > 1000);
+        let mut tricks = Tricks::default();
+        for text in &texts {
+            let (new, old) = (normalize(text), reference::normalize(text));
+            assert_eq!(new.chars, old.chars, "{text:?}");
+            assert_eq!(new.tricks, old.tricks, "{text:?}");
+            let t = new.tricks;
+            tricks.invisible += t.invisible;
+            tricks.compat += t.compat;
+            tricks.mixed_script_words += t.mixed_script_words;
+            tricks.leet_words += t.leet_words;
+            tricks.spaced_runs += t.spaced_runs;
+        }
+        // The texts exercise every step.
+        let t = tricks;
+        assert!(t.invisible > 100 && t.compat > 100 && t.mixed_script_words > 100 && t.leet_words > 100 && t.spaced_runs > 100, "{t:?}");
     }
 }
