@@ -9,7 +9,7 @@
 //! detector sums weights per position once and then scores the whole text and
 //! every window from prefix sums, so windows cost nothing extra.
 
-use crate::normalize::{ASCII_CLASS, Normalized, WORD};
+use crate::normalize::{ASCII_CLASS, Normalized, WORD, is_alnum};
 
 /// Number of hash buckets for n-grams (2^15: 64 KB of weights; each page touched costs a fault in a fresh instance, so smaller is faster).
 pub const BUCKETS: usize = 1 << 15;
@@ -86,6 +86,79 @@ pub fn for_each_gram(chars: &[char], mut f: impl FnMut(usize, usize)) {
         }
         prev = Some(h);
     }
+}
+
+/// Seed of a character n-gram's hash.
+const CHAR_SEED: u32 = mix(FNV_OFFSET, 0x9e37);
+/// Seed of a word's hash.
+const WORD_SEED: u32 = mix(FNV_OFFSET, 0x51ed);
+
+/// Running prefix sums of `weight(bucket)` and of the count of n-grams over
+/// the n-grams of [`for_each_gram`], by start position: `(sum, count)` of the
+/// n-grams that start before position `k * stride`, for every such position
+/// up to the length, then of all of them.
+///
+/// The sums are those of per-position sums over the n-grams in the order
+/// [`for_each_gram`] gives them (character grams, then word grams), added to
+/// the running sum position by position, so every `f32` is the one a table
+/// of per-position sums turned into prefix sums holds, bit for bit (`f32`
+/// addition is commutative: `sum += here` is the table's `sum[i + 1] +=
+/// sum[i]`). One pass, and no table: a word's grams are added at its first
+/// character, after scanning ahead to its end.
+pub fn gram_sums(chars: &[char], stride: usize, weight: impl Fn(usize) -> f32) -> Vec<(f32, u32)> {
+    let n = chars.len();
+    let mask = (BUCKETS - 1) as u32;
+    let bucket = |h: u32| (h & mask) as usize;
+    let mut out = Vec::with_capacity(n / stride + 2);
+    let (mut sum, mut count) = (0.0f32, 0u32);
+    // The hash of the word before, and where the current word ends.
+    let mut prev_word: Option<u32> = None;
+    let mut word_end = 0;
+    for i in 0..n {
+        if i % stride == 0 {
+            out.push((sum, count));
+        }
+        let mut here = 0.0f32;
+        let mut grams = 0;
+        // Character 3-, 4- and 5-grams.
+        let rest = &chars[i..];
+        if rest.len() >= 3 {
+            let h = mix(mix(mix(CHAR_SEED, rest[0] as u32), rest[1] as u32), rest[2] as u32);
+            here += weight(bucket(mix(h, 2)));
+            grams += 1;
+            if let Some(&c) = rest.get(3) {
+                let h = mix(h, c as u32);
+                here += weight(bucket(mix(h, 3)));
+                grams += 1;
+                if let Some(&c) = rest.get(4) {
+                    let h = mix(h, c as u32);
+                    here += weight(bucket(mix(h, 4)));
+                    grams += 1;
+                }
+            }
+        }
+        // Word unigram and bigram, at the word's first character.
+        if i >= word_end && is_alnum(rest[0]) {
+            let mut h = WORD_SEED;
+            let mut len = 0;
+            for &c in rest.iter().take_while(|c| is_alnum(**c)) {
+                h = mix(h, c as u32);
+                len += 1;
+            }
+            word_end = i + len;
+            here += weight(bucket(mix(h, 0x77)));
+            grams += 1;
+            if let Some(p) = prev_word {
+                here += weight(bucket(mix(mix(p, 0x3b), h)));
+                grams += 1;
+            }
+            prev_word = Some(h);
+        }
+        sum += here;
+        count += grams;
+    }
+    out.push((sum, count));
+    out
 }
 
 const OVERRIDE: &[&str] = &[
@@ -482,5 +555,34 @@ mod tests {
         }
         // Every feature fires on some texts and not on others.
         assert!(found.iter().all(|&f| f > 50 && f < texts.len()), "{found:?}");
+    }
+
+    #[test]
+    fn gram_sums_are_the_prefix_sums_of_every_gram() {
+        let mut texts = random_text::texts(0x5eed_0004, 3000);
+        // Normalised lengths on and around multiples of the stride.
+        texts.extend((0..300).map(|n| "abcdefghi ".chars().cycle().take(n).collect::<String>()));
+        let weight = |b: usize| ((b * 2_654_435_761) % 2001) as f32 * 0.37 - 370.0;
+        for text in &texts {
+            let chars = normalize(text).chars;
+            let n = chars.len();
+            let mut sum = vec![0.0f32; n + 1];
+            let mut cnt = vec![0u32; n + 1];
+            for_each_gram(&chars, |p, b| {
+                sum[p + 1] += weight(b);
+                cnt[p + 1] += 1;
+            });
+            for i in 0..n {
+                sum[i + 1] += sum[i];
+                cnt[i + 1] += cnt[i];
+            }
+            for stride in [1, 2, 3, 128] {
+                let sums = gram_sums(&chars, stride, weight);
+                let mut expected: Vec<(u32, u32)> = (0..n).step_by(stride).map(|p| (sum[p].to_bits(), cnt[p])).collect();
+                expected.push((sum[n].to_bits(), cnt[n]));
+                let got: Vec<(u32, u32)> = sums.iter().map(|(s, c)| (s.to_bits(), *c)).collect();
+                assert_eq!(got, expected, "{text:?} stride {stride}");
+            }
+        }
     }
 }

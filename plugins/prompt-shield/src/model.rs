@@ -14,7 +14,7 @@ mod weights {
 
 pub use weights::TRAIN_EXAMPLES;
 
-/// Window length in normalised characters.
+/// Window length in normalised characters (a multiple of [`STRIDE`]).
 pub const WINDOW: usize = 256;
 /// Distance between window starts.
 pub const STRIDE: usize = 128;
@@ -52,20 +52,14 @@ pub fn score_normalized(norm: &Normalized) -> TextScore {
         z_hand += h * w;
     }
     let n = norm.chars.len();
-    // Prefix sums of weights and n-gram counts by start position.
-    let mut sum = vec![0.0f32; n + 1];
-    let mut cnt = vec![0u32; n + 1];
-    features::for_each_gram(&norm.chars, |p, b| {
-        sum[p + 1] += weight(b);
-        cnt[p + 1] += 1;
-    });
-    for i in 0..n {
-        sum[i + 1] += sum[i];
-        cnt[i + 1] += cnt[i];
-    }
+    // Prefix sums of weights and n-gram counts, at window bounds only (every
+    // window starts at a multiple of STRIDE and ends at one or at the end).
+    let sums = features::gram_sums(&norm.chars, STRIDE, weight);
+    let at = |p: usize| if p == n { sums[sums.len() - 1] } else { sums[p / STRIDE] };
     let range = |a: usize, b: usize| {
-        let c = (cnt[b] - cnt[a]) as usize;
-        (sum[b] - sum[a]) / (c.max(features::MIN_GRAMS) as f32).sqrt()
+        let ((sa, ca), (sb, cb)) = (at(a), at(b));
+        let c = (cb - ca) as usize;
+        (sb - sa) / (c.max(features::MIN_GRAMS) as f32).sqrt()
     };
     let mut best = range(0, n);
     if n > WINDOW {
