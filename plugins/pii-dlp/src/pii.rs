@@ -3,7 +3,7 @@
 //! issuer), IBANs (mod 97), IPv4/IPv6, US SSN, Canadian SIN (Luhn, with
 //! context), Spanish DNI/NIE (control letter), UK NINO (prefix rules).
 
-use crate::blocks::{Blocks, COLON, DIGIT, PLUS_PAREN, UPPER};
+use crate::blocks::{AT, Blocks, COLON, DIGIT, PLUS_PAREN, UPPER};
 use std::cell::Cell;
 
 use crate::checks;
@@ -74,7 +74,9 @@ pub fn scan(text: &str, out: &mut Vec<Finding>) {
 
 /// [`scan`] with the text's block summary already made.
 pub fn scan_in(text: &str, blocks: &Blocks, out: &mut Vec<Finding>) {
-    emails(text, out);
+    if blocks.all() & AT != 0 {
+        emails(text, out);
+    }
     numbers(text, blocks, out);
     ibans(text, blocks, out);
     if blocks.all() & COLON != 0 {
