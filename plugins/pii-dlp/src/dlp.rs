@@ -33,6 +33,23 @@ pub fn scan_in(text: &str, blocks: &Blocks, out: &mut Vec<Finding>) {
     assignments(text, blocks, out);
 }
 
+const SLACK_HOOK: &str = "https://hooks.slack.com/services/";
+const PEM_BEGIN: &str = "-----BEGIN ";
+
+/// Where `pat` occurs in `text`, in order, found from the (rarer) byte
+/// `pat[key]` with `memchr` rather than a substring searcher that walks
+/// the whole text. For a pattern that cannot overlap itself (the patterns
+/// used here; a unit test checks) these are exactly the non-overlapping
+/// matches `match_indices` gave.
+fn occurrences<'a>(text: &'a str, pat: &'static str, key: usize) -> impl Iterator<Item = usize> + 'a {
+    let b = text.as_bytes();
+    let k = char::from(pat.as_bytes()[key]);
+    text.match_indices(k).filter_map(move |(p, _)| {
+        let at = p.checked_sub(key)?;
+        b[at..].starts_with(pat.as_bytes()).then_some(at)
+    })
+}
+
 /// Kind of a token by prefix and shape.
 fn token_kind(t: &[u8]) -> Option<&'static str> {
     let rest_ok = |from: usize, min: usize, f: fn(&u8) -> bool| t.len() >= from + min && t[from..].iter().all(f);
@@ -88,7 +105,7 @@ fn prefixed_tokens(text: &str, blocks: &Blocks, out: &mut Vec<Finding>) {
     if blocks.all() & COLON == 0 {
         return;
     }
-    for (at, _) in text.match_indices("https://hooks.slack.com/services/") {
+    for at in occurrences(text, SLACK_HOOK, 5) {
         let mut e = at;
         while e < b.len() && !b[e].is_ascii_whitespace() && !matches!(b[e], b'"' | b'\'' | b')' | b'>') {
             e += 1;
@@ -125,7 +142,7 @@ fn jwts(text: &str, out: &mut Vec<Finding>) {
 }
 
 fn pem_blocks(text: &str, out: &mut Vec<Finding>) {
-    for (at, _) in text.match_indices("-----BEGIN ") {
+    for at in occurrences(text, PEM_BEGIN, 5) {
         let line_end = text[at..].find('\n').map_or(text.len(), |p| at + p);
         if !text[at..line_end].contains("PRIVATE KEY") {
             continue;
@@ -172,7 +189,7 @@ fn aws_secrets(text: &str, blocks: &Blocks, out: &mut Vec<Finding>) {
 
 fn url_credentials(text: &str, out: &mut Vec<Finding>) {
     let b = text.as_bytes();
-    for (at, _) in text.match_indices("://") {
+    for at in occurrences(text, "://", 0) {
         let s = at + 3;
         let mut e = s;
         while e < b.len() && !b[e].is_ascii_whitespace() && !matches!(b[e], b'/' | b'@' | b'"' | b'\'') {
@@ -314,6 +331,24 @@ mod tests {
 
     fn one(text: &str, kind: &str, value: &str) {
         assert_eq!(kinds(text), vec![(kind.to_string(), value.to_string())], "{text}");
+    }
+
+    #[test]
+    fn searched_patterns_never_overlap_themselves() {
+        for pat in [SLACK_HOOK, PEM_BEGIN, "://"] {
+            let b = pat.as_bytes();
+            assert!((1..b.len()).all(|k| b[..k] != b[b.len() - k..]), "{pat}");
+        }
+        for t in [
+            "a://b://c:///:// ://",
+            "-----BEGIN -----BEGIN ------BEGIN BEGIN",
+            "https://hooks.slack.com/services/https://hooks.slack.com/services/x",
+        ] {
+            for (pat, key) in [(SLACK_HOOK, 5), (PEM_BEGIN, 5), ("://", 0)] {
+                let want: Vec<usize> = t.match_indices(pat).map(|(p, _)| p).collect();
+                assert_eq!(occurrences(t, pat, key).collect::<Vec<_>>(), want, "{pat} in {t}");
+            }
+        }
     }
 
     #[test]

@@ -41,6 +41,7 @@ pub mod dlp;
 pub mod finding;
 pub mod pii;
 
+use std::borrow::Cow;
 use std::collections::BTreeMap;
 
 use config::{Config, Want};
@@ -103,9 +104,10 @@ fn label(kind: &str) -> String {
 pub fn inspect(config_json: &str, monitor: bool, texts: &[String]) -> Vec<Decision> {
     let cfg = Config::parse(config_json);
     // BTreeMap, not HashMap: a HashMap's RandomState asks the host for random
-    // bytes (a WASI call) in every fresh instance; these maps are tiny.
-    let mut counters: BTreeMap<String, u32> = BTreeMap::new();
-    let mut placeholders: BTreeMap<(String, String), String> = BTreeMap::new();
+    // bytes (a WASI call) in every fresh instance; these maps are tiny. Keys
+    // borrow the kind and the text (no copies per finding).
+    let mut counters: BTreeMap<Cow<'static, str>, u32> = BTreeMap::new();
+    let mut placeholders: BTreeMap<(Cow<'static, str>, &str), String> = BTreeMap::new();
     texts
         .iter()
         .map(|text| {
@@ -125,16 +127,17 @@ pub fn inspect(config_json: &str, monitor: bool, texts: &[String]) -> Vec<Decisi
                 }
                 d.action = d.action.max(want);
                 d.score = d.score.max(f.confidence);
-                let reason = format!("{prefix}:{}", f.kind);
-                if !d.reasons.contains(&reason) {
-                    d.reasons.push(reason);
+                // `reason == "{prefix}:{kind}"`, without formatting it first.
+                let same = |r: &String| r.strip_prefix(prefix).and_then(|r| r.strip_prefix(':')) == Some(&*f.kind);
+                if !d.reasons.iter().any(same) {
+                    d.reasons.push(format!("{prefix}:{}", f.kind));
                 }
                 if want == Want::Redact {
-                    let key = (f.kind.to_string(), text[f.start..f.end].to_owned());
+                    let key = (f.kind.clone(), &text[f.start..f.end]);
                     let replacement = placeholders
                         .entry(key)
                         .or_insert_with(|| {
-                            let n = counters.entry(f.kind.to_string()).or_insert(0);
+                            let n = counters.entry(f.kind.clone()).or_insert(0);
                             *n += 1;
                             format!("[{}_{}]", label(&f.kind), n)
                         })

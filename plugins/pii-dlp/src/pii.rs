@@ -36,9 +36,10 @@ pub fn context_before(text: &str, at: usize, span: usize, words: &[&str]) -> boo
             continue;
         }
         let rest = &window[p..];
+        let first = window[p].to_ascii_lowercase();
         for w in words {
             let w = w.as_bytes();
-            if rest.len() >= w.len() && rest[..w.len()].eq_ignore_ascii_case(w) {
+            if w[0] == first && rest.len() >= w.len() && rest[..w.len()].eq_ignore_ascii_case(w) {
                 let end = p + w.len();
                 // Short words must end there too ("sin" is not "since").
                 if w.len() > 4 || end >= window.len() || !window[end].is_ascii_alphabetic() {
@@ -406,9 +407,13 @@ fn national_ids(text: &str, blocks: &Blocks, out: &mut Vec<Finding>) {
     // Every id starts with a digit, or with an uppercase letter followed
     // (later) by digits: blocks with neither are skipped.
     let wanted = |bl: &Blocks, k| bl.at(k) & DIGIT != 0 || (bl.at(k) & UPPER != 0 && bl.digit_from(k));
+    let b = text.as_bytes();
     let mut i = blocks.next(0, n, wanted);
     while i < n {
-        national_id_at(text.as_bytes(), i, out);
+        // The same start test as `national_id_at`'s, inline: most bytes fail it.
+        if (b[i].is_ascii_digit() || b[i].is_ascii_uppercase()) && (i == 0 || !b[i - 1].is_ascii_alphanumeric()) {
+            national_id_at(b, i, out);
+        }
         i = blocks.next(i + 1, n, wanted);
     }
 }
