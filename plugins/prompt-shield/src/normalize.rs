@@ -199,8 +199,10 @@ pub fn fold_alnum(text: &str) -> String {
 /// Normalise `text`. Linear in the input length.
 pub fn normalize(text: &str) -> Normalized {
     let mut tricks = Tricks::default();
-    let mut chars = fold_base(text, &mut tricks);
-    fold_words(&mut chars, &mut tricks);
+    let (mut chars, words_may_change) = fold_base(text, &mut tricks);
+    if words_may_change {
+        fold_words(&mut chars, &mut tricks);
+    }
     join_and_squeeze(&mut chars, &mut tricks);
     Normalized { chars, tricks }
 }
@@ -219,6 +221,8 @@ const SPACER: u8 = 1 << 3;
 const SPACE: u8 = 1 << 4;
 /// Alphanumeric or '-': a word character of the hand features.
 pub(crate) const WORD: u8 = 1 << 5;
+/// `is_ascii_digit`.
+const DIGIT: u8 = 1 << 6;
 
 /// The classes of each ASCII character (built at compile time).
 pub(crate) static ASCII_CLASS: [u8; 128] = {
@@ -232,6 +236,9 @@ pub(crate) static ASCII_CLASS: [u8; 128] = {
         }
         if b.is_ascii_alphabetic() {
             k |= ALPHA;
+        }
+        if b.is_ascii_digit() {
+            k |= DIGIT;
         }
         if b.is_ascii_alphanumeric() || b == b'-' {
             k |= WORD;
@@ -258,20 +265,46 @@ pub(crate) fn is_alnum(c: char) -> bool {
     if c.is_ascii() { ASCII_CLASS[c as usize] & ALNUM != 0 } else { c.is_alphanumeric() }
 }
 
+/// The classes of any character: those of [`ASCII_CLASS`] for ASCII; a
+/// character outside ASCII is [`ALNUM`] and [`WORD`] if alphanumeric,
+/// [`SPACE`] if whitespace, and [`SPACER`] if it is '·'.
 #[inline]
-fn is_space(c: char) -> bool {
-    if c.is_ascii() { ASCII_CLASS[c as usize] & SPACE != 0 } else { c.is_whitespace() }
+fn class_of(c: char) -> u8 {
+    if c.is_ascii() {
+        return ASCII_CLASS[c as usize];
+    }
+    let mut k = 0;
+    if c.is_alphanumeric() {
+        k |= ALNUM | WORD;
+    }
+    if c.is_whitespace() {
+        k |= SPACE;
+    }
+    if c == '·' {
+        k |= SPACER;
+    }
+    k
 }
 
-/// Steps 1-3: invisible characters, compatibility forms, lowercase.
-fn fold_base(text: &str, tricks: &mut Tricks) -> Vec<char> {
+/// Steps 1-3: invisible characters, compatibility forms, lowercase. Also
+/// says whether steps 4-5 may change anything: not in ASCII text without a
+/// digit or a leet symbol (no lookalikes, and no word with leet in it).
+fn fold_base(text: &str, tricks: &mut Tricks) -> (Vec<char>, bool) {
     // Invisible and compatibility characters are all outside ASCII, so ASCII
     // text is only lowercased: one tight loop, allocated once (the byte
     // iterator knows its length), and no UTF-8 decoding.
     if text.is_ascii() {
-        return text.bytes().map(|b| char::from(b.to_ascii_lowercase())).collect();
+        let mut seen = 0;
+        let chars = text
+            .bytes()
+            .map(|b| {
+                seen |= ASCII_CLASS[usize::from(b)];
+                char::from(b.to_ascii_lowercase())
+            })
+            .collect();
+        return (chars, seen & (DIGIT | LEET_SYMBOL) != 0);
     }
-    fold_base_chars(text, tricks)
+    (fold_base_chars(text, tricks), true)
 }
 
 /// Steps 1-3 for any text (the path non-ASCII text takes).
@@ -431,14 +464,16 @@ struct Squeezer {
 }
 
 impl Squeezer {
+    /// Push `c`, whose classes ([`class_of`]) are `class`.
     #[inline]
-    fn push(&mut self, out: &mut [char], c: char) {
-        let c = if is_space(c) { ' ' } else { c };
+    fn push(&mut self, out: &mut [char], c: char, class: u8) {
+        // Whitespace becomes ' ', and is not alphanumeric either way.
+        let c = if class & SPACE != 0 { ' ' } else { c };
         if c == ' ' && (self.w == 0 || self.last == ' ') {
             return;
         }
         // A repeated non-alphanumeric, or a third repeated letter.
-        if self.w >= 1 && self.last == c && (!is_alnum(c) || (self.w >= 2 && self.before == c)) {
+        if self.w >= 1 && self.last == c && (class & ALNUM == 0 || (self.w >= 2 && self.before == c)) {
             return;
         }
         out[self.w] = c;
@@ -467,7 +502,9 @@ fn join_and_squeeze(chars: &mut Vec<char>, tricks: &mut Tricks) {
     let mut i = 0;
     while i < n {
         let c = chars[i];
-        let alnum = is_alnum(c);
+        // Looked up once for both steps.
+        let class = class_of(c);
+        let alnum = class & ALNUM != 0;
         if alnum && !prev_alnum && (i + 1 >= n || !is_alnum(chars[i + 1])) {
             // Letter, spacer, letter, spacer, ... with one spacer each (a
             // spacer is never alphanumeric).
@@ -479,7 +516,7 @@ fn join_and_squeeze(chars: &mut Vec<char>, tricks: &mut Tricks) {
                 tricks.spaced_runs += 1;
                 for r in (i..=k).step_by(2) {
                     let c = chars[r];
-                    out.push(chars, c);
+                    out.push(chars, c, class_of(c));
                 }
                 // chars[k] is a letter.
                 prev_alnum = true;
@@ -487,7 +524,7 @@ fn join_and_squeeze(chars: &mut Vec<char>, tricks: &mut Tricks) {
                 continue;
             }
         }
-        out.push(chars, c);
+        out.push(chars, c, class);
         prev_alnum = alnum;
         i += 1;
     }
@@ -554,22 +591,49 @@ mod tests {
             assert_eq!(class & SPACE != 0, c.is_whitespace(), "{b}");
             assert_eq!(class & WORD != 0, c.is_alphanumeric() || c == '-', "{b}");
             assert_eq!(is_alnum(c), c.is_alphanumeric(), "{b}");
-            assert_eq!(is_space(c), c.is_whitespace(), "{b}");
             assert_eq!(is_spacer(c), class & SPACER != 0, "{b}");
         }
         for c in ['·', '\u{85}', '\u{A0}', '\u{3000}', 'é', 'ж', '٣', 'Ⅻ', '中'] {
             assert_eq!(is_alnum(c), c.is_alphanumeric(), "{c}");
-            assert_eq!(is_space(c), c.is_whitespace(), "{c}");
             assert_eq!(is_spacer(c), c == '·', "{c}");
         }
     }
 
     #[test]
     fn the_ascii_path_of_steps_1_to_3_is_the_general_one() {
-        for text in random_text::texts(0x5eed_0001, 2000) {
+        let mut skipped = 0;
+        let texts = random_text::texts(0x5eed_0001, 2000);
+        // And each without digits and leet symbols, where steps 4-5 are skipped.
+        let plain = texts.iter().map(|t| t.chars().filter(|c| !c.is_ascii_digit() && !"@$!|+".contains(*c)).collect());
+        for text in texts.iter().cloned().chain(plain) {
             let (mut fast, mut general) = (Tricks::default(), Tricks::default());
-            assert_eq!(fold_base(&text, &mut fast), fold_base_chars(&text, &mut general), "{text:?}");
+            let (chars, words_may_change) = fold_base(&text, &mut fast);
+            assert_eq!(chars, fold_base_chars(&text, &mut general), "{text:?}");
             assert_eq!(fast, general, "{text:?}");
+            if !words_may_change {
+                // Steps 4-5 are skipped: they would change nothing.
+                let mut folded = chars.clone();
+                fold_words(&mut folded, &mut fast);
+                assert_eq!((folded, fast), (chars, general), "{text:?}");
+                skipped += 1;
+            }
+        }
+        assert!(skipped > 500, "{skipped}");
+    }
+
+    #[test]
+    fn class_of_is_the_char_predicates() {
+        let mut rng = random_text::Rng(0x5eed_0007);
+        let some: Vec<char> =
+            (0..20_000).filter_map(|_| char::from_u32(rng.below(0x3_0000) as u32)).chain(['·', '\u{85}', '\u{3000}']).collect();
+        for c in some.into_iter().chain((0..128u8).map(char::from)) {
+            let class = class_of(c);
+            assert_eq!(class & ALNUM != 0, c.is_alphanumeric(), "{c:?}");
+            assert_eq!(class & WORD != 0, c.is_alphanumeric() || c == '-', "{c:?}");
+            assert_eq!(class & SPACE != 0, c.is_whitespace(), "{c:?}");
+            assert_eq!(class & SPACER != 0, is_spacer(c), "{c:?}");
+            assert_eq!(class & ALPHA != 0, c.is_ascii_alphabetic(), "{c:?}");
+            assert_eq!(class & DIGIT != 0, c.is_ascii_digit(), "{c:?}");
         }
     }
 
