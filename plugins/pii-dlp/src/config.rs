@@ -93,9 +93,93 @@ fn sanitise(name: &str) -> String {
     if s.is_empty() { "pattern".into() } else { s }
 }
 
+/// `pii` and `dlp` of a config that is one flat object of plain strings
+/// (`{"pii":"redact","dlp":"block"}`, what policies send on every call),
+/// read without building a `serde_json::Value`; `None` for anything else
+/// (escapes, other value types, a `custom` list, malformed JSON), which
+/// [`Config::parse`] then reads the general way. For the strings it
+/// accepts, the result is the general reading's (a unit test compares
+/// them on generated and mutated configs): JSON whitespace only, no
+/// control bytes in strings, no trailing comma or text, and the last of
+/// duplicate keys wins as in a `serde_json` map.
+fn flat(config_json: &str) -> Option<(Option<&str>, Option<&str>)> {
+    let b = config_json.as_bytes();
+    let mut i = 0;
+    let ws = |i: &mut usize| {
+        while *i < b.len() && matches!(b[*i], b' ' | b'\t' | b'\n' | b'\r') {
+            *i += 1;
+        }
+    };
+    let string = |i: &mut usize| -> Option<&str> {
+        if b.get(*i) != Some(&b'"') {
+            return None;
+        }
+        let start = *i + 1;
+        let len = b[start..].iter().position(|&c| c == b'"' || c == b'\\' || c < 0x20)?;
+        if b[start + len] != b'"' {
+            return None;
+        }
+        *i = start + len + 1;
+        Some(&config_json[start..start + len])
+    };
+    let (mut pii, mut dlp) = (None, None);
+    ws(&mut i);
+    if b.get(i) != Some(&b'{') {
+        return None;
+    }
+    i += 1;
+    ws(&mut i);
+    if b.get(i) == Some(&b'}') {
+        i += 1;
+    } else {
+        loop {
+            let key = string(&mut i)?;
+            ws(&mut i);
+            if b.get(i) != Some(&b':') {
+                return None;
+            }
+            i += 1;
+            ws(&mut i);
+            let value = string(&mut i)?;
+            match key {
+                "pii" => pii = Some(value),
+                "dlp" => dlp = Some(value),
+                _ => {}
+            }
+            ws(&mut i);
+            match b.get(i) {
+                Some(b',') => {
+                    i += 1;
+                    ws(&mut i);
+                }
+                Some(b'}') => {
+                    i += 1;
+                    break;
+                }
+                _ => return None,
+            }
+        }
+    }
+    ws(&mut i);
+    (i == b.len()).then_some((pii, dlp))
+}
+
 impl Config {
     /// Parse leniently.
     pub fn parse(config_json: &str) -> Config {
+        if let Some((pii, dlp)) = flat(config_json) {
+            return Config {
+                pii: Want::parse(pii, Want::Flag),
+                dlp: Want::parse(dlp, Want::Block),
+                custom: Vec::new(),
+                invalid: Vec::new(),
+            };
+        }
+        Self::parse_value(config_json)
+    }
+
+    /// The general reading, through a `serde_json::Value`.
+    fn parse_value(config_json: &str) -> Config {
         let v: serde_json::Value = serde_json::from_str(config_json).unwrap_or_default();
         let mut cfg = Config {
             pii: Want::parse(v.get("pii").and_then(|x| x.as_str()), Want::Flag),
@@ -119,6 +203,67 @@ impl Config {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_flat_reading_is_the_general_one() {
+        let mut configs: Vec<String> = [
+            r#"{"pii":"redact","dlp":"block"}"#,
+            r#" { "pii" : "flag" , "dlp" : "allow" } "#,
+            "{\n\t\"dlp\":\"redact\",\r\n\"pii\":\"block\"}",
+            r#"{"pii":"redact","pii":"allow"}"#,
+            r#"{"pii":"redact","dlp":"block",}"#,
+            r#"{"pii":"red\u0061ct"}"#,
+            r#"{"p\u0069i":"redact"}"#,
+            r#"{"pii":"redact"} x"#,
+            r#"{"pii":5,"dlp":"flag"}"#,
+            r#"{"pii":null,"dlp":"flag"}"#,
+            r#"{"custom":"x","pii":"redact"}"#,
+            r#"{"custom":[{"name":"a","pattern":"b+"}],"pii":"redact"}"#,
+            r#"{}"#,
+            r#"{ }"#,
+            "",
+            "null",
+            r#"["pii","redact"]"#,
+            r#"{"pii":"redact""dlp":"block"}"#,
+            r#"{"pii":"redact",,"dlp":"block"}"#,
+            r#"{"pii" "redact"}"#,
+            "{\"pii\":\"re\u{1}dact\"}",
+            "{\"pii\":\"redact\"}\u{feff}",
+            "\u{a0}{\"pii\":\"redact\"}",
+            r#"{"pii":"rédact","dlp":"block"}"#,
+        ]
+        .iter()
+        .map(|s| (*s).to_owned())
+        .collect();
+        // Byte-level mutations of the valid ones (fixed-seed xorshift).
+        let mut x = 0x2545_f491_4f6c_dd1du64;
+        let alphabet = b"{}[]:,\" \t\n\\0123456789abcdefilnoprstu\x01\xc3\xa9";
+        for k in 0..20_000 {
+            let mut b = configs[k % 4].clone().into_bytes();
+            for _ in 0..1 + k % 3 {
+                x ^= x << 13;
+                x ^= x >> 7;
+                x ^= x << 17;
+                let at = (x >> 8) as usize % (b.len() + 1);
+                let c = alphabet[(x >> 40) as usize % alphabet.len()];
+                match x % 3 {
+                    0 if at < b.len() => b[at] = c,
+                    1 if at < b.len() => {
+                        b.remove(at);
+                    }
+                    _ => b.insert(at, c),
+                }
+            }
+            configs.push(String::from_utf8_lossy(&b).into_owned());
+        }
+        let mut flat_ones = 0;
+        for c in &configs {
+            let (a, b) = (Config::parse(c), Config::parse_value(c));
+            assert_eq!((a.pii, a.dlp, a.custom.len(), &a.invalid), (b.pii, b.dlp, b.custom.len(), &b.invalid), "{c:?}");
+            flat_ones += usize::from(flat(c).is_some());
+        }
+        assert!(flat_ones > 1000, "{flat_ones}");
+    }
 
     #[test]
     fn parses_actions_and_patterns() {
