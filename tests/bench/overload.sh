@@ -31,14 +31,8 @@ bin="$root/target/release/gatehouse"
 compare="$root/target/release/examples/compare"
 
 work="$(mktemp -d -t gatehouse-overload-XXXX)"
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-mock_port="$(free_port)"
-taskset -c 0 "$compare" mock --port "$mock_port" >/dev/null 2>&1 &
-pids+=($!)
+source "$root/tests/bench/common.sh"
+start_mock "$compare"
 key="sk-bench-admin-0123456789abcdefghijklmnopqrstuvwxyz"   # targets.rs GATEHOUSE_KEY
 python3 - "$prompt_bytes" > "$work/body.json" <<'PY'
 import json, sys

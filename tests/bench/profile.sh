@@ -30,14 +30,8 @@ bin="$root/target/profiling/release/gatehouse"
 
 work="$(mktemp -d -t gatehouse-profile-XXXX)"
 [ -n "$out" ] && mkdir -p "$out" && work="$(cd "$out" && pwd)"
-pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
-trap cleanup EXIT
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-mock_port="$(free_port)"
-taskset -c 0 "$root/target/release/examples/compare" mock --port "$mock_port" >/dev/null 2>&1 &
-pids+=($!)
+source "$root/tests/bench/common.sh"
+start_mock "$root/target/release/examples/compare"
 port="$(free_port)"
 key="sk-bench-admin-0123456789abcdefghijklmnopqrstuvwxyz"   # targets.rs GATEHOUSE_KEY
 "$root/target/release/examples/compare" gatehouse-config "$port" "$mock_port" "$work/data" "$durable" > "$work/gatehouse.toml"

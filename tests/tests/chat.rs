@@ -699,15 +699,8 @@ async fn beyond_max_in_flight_a_chat_request_is_refused_with_503_and_nothing_is_
     until_upstream_has(&mock, "slow-1500-a", 1).await;
 
     let ok = json!({"index": "Zero-Knowledge", "model": "openai/ok-a", "prompt": "hello there"});
-    let r = s
-        .client
-        .post(s.url("/chat/completions"))
-        .bearer_auth(&key)
-        .header("Idempotency-Key", "retry-me")
-        .json(&ok)
-        .send()
-        .await
-        .expect("send");
+    let with_key = || s.client.post(s.url("/chat/completions")).bearer_auth(&key).header("Idempotency-Key", "retry-me").json(&ok).send();
+    let r = with_key().await.expect("send");
     assert_eq!(r.status(), 503);
     assert_eq!(r.headers().get("retry-after").and_then(|v| v.to_str().ok()), Some("1"));
     assert!(!r.headers().contains_key("x-ratelimit-remaining"), "a refused request is not counted by the limiter");
@@ -746,15 +739,7 @@ async fn beyond_max_in_flight_a_chat_request_is_refused_with_503_and_nothing_is_
     assert_eq!(mock.count_for("ok-a"), 0, "a refused request never reaches the upstream");
 
     // The refused request's idempotency key was not claimed: the retry does the work.
-    let r = s
-        .client
-        .post(s.url("/chat/completions"))
-        .bearer_auth(&key)
-        .header("Idempotency-Key", "retry-me")
-        .json(&ok)
-        .send()
-        .await
-        .expect("send");
+    let r = with_key().await.expect("send");
     assert_eq!(r.status(), 200);
     assert_eq!(mock.count_for("ok-a"), 1);
 
