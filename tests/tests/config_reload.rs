@@ -78,3 +78,38 @@ async fn providers_and_secrets_reload_and_a_bad_config_keeps_the_old_one() {
     assert!(v["data"]["pagination"]["total"].as_u64().expect("total") >= 1, "{v}");
     assert!(v["data"]["logs"][0]["description"].as_str().expect("d").contains("gatehouse.toml"), "the message names the file: {v}");
 }
+
+#[tokio::test]
+async fn the_in_flight_limit_follows_a_reload() {
+    let mock = MockUpstream::start().await;
+    let data = tempfile::tempdir().expect("tmp").keep();
+    gatehouse_tests::plugins::install(gatehouse_tests::plugins::OPEN_POLICY, &data.join("plugins"), "open.wasm");
+    let s = Server::builder()
+        .data_dir(&data)
+        .toml(&format!(
+            "[policies]\ndefault = \"open\"\n[chat]\nmax_in_flight = 1\n[providers.openai]\nplugin = \"provider-openai\"\nbase_url = \"{}\"\n",
+            mock.openai_base_url()
+        ))
+        .start();
+    // One slow request holds the only place.
+    let slow = s
+        .client
+        .post(s.url("/chat/completions"))
+        .bearer_auth(&s.admin_key)
+        .json(&json!({"index": "Zero-Knowledge", "model": "openai/slow-4000-a", "prompt": "hold"}))
+        .send();
+    let held = tokio::spawn(slow);
+    let started = Instant::now();
+    while mock.count_for("slow-4000-a") == 0 {
+        assert!(started.elapsed() < Duration::from_secs(10), "the slow request never reached the upstream");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let (st, v) = ask(&s, "openai/ok-a").await;
+    assert_eq!(st, 503, "{v}");
+    // Raised in the file: the next request is admitted while the slow one still runs.
+    let text = std::fs::read_to_string(&s.config_path).expect("config");
+    std::fs::write(&s.config_path, text.replace("max_in_flight = 1", "max_in_flight = 2")).expect("write config");
+    until(&s, "openai/ok-a", 200).await;
+    assert!(!held.is_finished(), "the slow request was still running when the raised limit admitted another");
+    assert_eq!(held.await.expect("task").expect("send").status(), 200);
+}
