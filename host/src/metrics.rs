@@ -142,7 +142,11 @@ impl Metrics {
             "Provider attempts holding an instance of their own (at most half the instance pool)",
             provider_sessions.clone(),
         );
-        registry.register("chat_in_flight", "Chat requests being served (a stream until it ends)", chat_in_flight.clone());
+        registry.register(
+            "chat_in_flight",
+            "Chat requests being served, a stream until it ends (sampled at each scrape)",
+            chat_in_flight.clone(),
+        );
         registry.register(
             "chat_shed",
             "Chat requests refused with 503 `Server busy` because chat.max_in_flight were being served",
@@ -265,5 +269,6 @@ pub async fn handler(State(app): State<AppState>, Authed(_): Authed) -> Response
         Err(e) => tracing::warn!(error = %e, "reading the webhook queue depth failed"),
     }
     get().provider_sessions.set(i64::try_from(crate::wasm::plugin::provider_sessions_held()).unwrap_or(i64::MAX));
+    get().chat_in_flight.set(i64::try_from(app.admission.in_flight()).unwrap_or(i64::MAX));
     ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], get().encode()).into_response()
 }

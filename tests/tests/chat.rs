@@ -694,9 +694,9 @@ async fn beyond_max_in_flight_a_chat_request_is_refused_with_503_and_nothing_is_
     let post = |path: &str, body: Value| s.client.post(s.url(path)).bearer_auth(&key).json(&body).send();
 
     // One slow request holds the only slot.
-    let slow = post("/chat/completions", json!({"index": "Zero-Knowledge", "model": "openai/slow-1500-a", "prompt": "hold"}));
+    let slow = post("/chat/completions", json!({"index": "Zero-Knowledge", "model": "openai/slow-3000-a", "prompt": "hold"}));
     let held = tokio::spawn(slow);
-    until_upstream_has(&mock, "slow-1500-a", 1).await;
+    until_upstream_has(&mock, "slow-3000-a", 1).await;
 
     let ok = json!({"index": "Zero-Knowledge", "model": "openai/ok-a", "prompt": "hello there"});
     let with_key = || s.client.post(s.url("/chat/completions")).bearer_auth(&key).header("Idempotency-Key", "retry-me").json(&ok).send();
@@ -733,6 +733,9 @@ async fn beyond_max_in_flight_a_chat_request_is_refused_with_503_and_nothing_is_
     // An unauthenticated client learns nothing of the load.
     let r = s.client.post(s.url("/chat/completions")).bearer_auth("sk-not-a-key").json(&ok).send().await.expect("send");
     assert_eq!(r.status(), 401);
+
+    let in_flight = metric_line(&s, "gatehouse_chat_in_flight").await.expect("in-flight gauge");
+    assert!(in_flight.ends_with(" 1"), "the held request: {in_flight}");
 
     let r = held.await.expect("task").expect("send");
     assert_eq!(r.status(), 200);

@@ -48,7 +48,6 @@ impl Admission {
             self.in_flight.fetch_sub(1, Ordering::AcqRel);
             return None;
         }
-        crate::metrics::get().chat_in_flight.inc();
         Some(Slot { _held: Arc::new(Held { gate: Arc::clone(self) }) })
     }
 
@@ -74,7 +73,6 @@ struct Held {
 impl Drop for Held {
     fn drop(&mut self) {
         self.gate.in_flight.fetch_sub(1, Ordering::AcqRel);
-        crate::metrics::get().chat_in_flight.dec();
     }
 }
 
