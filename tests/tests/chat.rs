@@ -50,6 +50,33 @@ async fn events(s: &Server, kind: &str) -> Vec<Value> {
     v["data"].as_array().cloned().unwrap_or_default().into_iter().map(|e| e["event"].clone()).collect()
 }
 
+/// Opens a stream and reads it up to its first `chunk` frame: the rest of the
+/// body, and what was read.
+async fn stream_to_first_chunk(
+    s: &Server,
+    key: &str,
+    prompt: &str,
+    model: &str,
+) -> (impl futures::Stream<Item = reqwest::Result<axum::body::Bytes>> + Unpin, String) {
+    use futures::StreamExt;
+    let r = s
+        .client
+        .post(s.url("/chat/completions"))
+        .bearer_auth(key)
+        .json(&json!({"index": "Zero-Knowledge", "stream": true, "prompt": prompt, "model": model}))
+        .send()
+        .await
+        .expect("send");
+    assert_eq!(r.status(), 200);
+    let mut body = r.bytes_stream();
+    let mut seen = String::new();
+    while !seen.contains("\"type\":\"chunk\"") {
+        let chunk = body.next().await.expect("a frame").expect("bytes");
+        seen.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    (body, seen)
+}
+
 fn req(models: Value) -> Value {
     json!({"index": "Zero-Knowledge", "models": models, "messages": [{"role": "user", "content": "hello there"}]})
 }
@@ -570,25 +597,10 @@ async fn metrics_count_requests_and_failovers() {
 
 #[tokio::test]
 async fn a_client_that_disconnects_mid_stream_is_billed_for_what_was_generated() {
-    use futures::StreamExt;
     let mock = MockUpstream::start().await;
     let s = builder(&mock).start();
     let (_, key, key_id) = s.create_key(json!({"name": "leaver"})).await;
-    let r = s
-        .client
-        .post(s.url("/chat/completions"))
-        .bearer_auth(&key)
-        .json(&json!({"index": "Zero-Knowledge", "stream": true, "prompt": "one two three four five", "model": "openai/stall-4000-a"}))
-        .send()
-        .await
-        .expect("send");
-    assert_eq!(r.status(), 200);
-    let mut body = r.bytes_stream();
-    let mut seen = String::new();
-    while !seen.contains("\"type\":\"chunk\"") {
-        let chunk = body.next().await.expect("a frame").expect("bytes");
-        seen.push_str(&String::from_utf8_lossy(&chunk));
-    }
+    let (body, _) = stream_to_first_chunk(&s, &key, "one two three four five", "openai/stall-4000-a").await;
     drop(body);
     let started = std::time::Instant::now();
     loop {
@@ -762,21 +774,7 @@ async fn a_stream_holds_its_slot_until_it_ends() {
     use futures::StreamExt;
     let mock = MockUpstream::start().await;
     let s = builder(&mock).env("GATEHOUSE_CHAT__MAX_IN_FLIGHT", "1").start();
-    let r = s
-        .client
-        .post(s.url("/chat/completions"))
-        .bearer_auth(&s.admin_key)
-        .json(&json!({"index": "Zero-Knowledge", "stream": true, "prompt": "one two three", "model": "openai/stall-1000-a"}))
-        .send()
-        .await
-        .expect("send");
-    assert_eq!(r.status(), 200);
-    let mut body = r.bytes_stream();
-    let mut seen = String::new();
-    while !seen.contains("\"type\":\"chunk\"") {
-        let chunk = body.next().await.expect("a frame").expect("bytes");
-        seen.push_str(&String::from_utf8_lossy(&chunk));
-    }
+    let (mut body, mut seen) = stream_to_first_chunk(&s, &s.admin_key, "one two three", "openai/stall-1000-a").await;
     // The response's headers are long sent; the stream still holds the slot.
     let (st, h, v) = chat(&s, req(json!(["openai/ok-a"]))).await;
     assert_eq!(st, 503, "{v}");
