@@ -650,23 +650,8 @@ async fn more_open_streams_than_instance_slots_leave_other_requests_unharmed() {
         .env("MOCK_OPENAI_KEY", "sk-upstream-openai-secret")
         .env("MOCK_ANTHROPIC_KEY", "sk-ant-upstream-secret")
         .start();
-    let open = |i: usize| {
-        let (client, url, key) = (s.client.clone(), s.url("/chat/completions"), s.admin_key.clone());
-        async move {
-            let body =
-                json!({"index": "Zero-Knowledge", "stream": true, "prompt": format!("stream {i} please"), "model": "openai/stall-3000-p"});
-            let r = client.post(url).bearer_auth(key).json(&body).send().await.expect("send");
-            assert_eq!(r.status(), 200, "stream {i}");
-            let mut body = r.bytes_stream();
-            let mut seen = String::new();
-            while !seen.contains("\"type\":\"chunk\"") {
-                let chunk = body.next().await.expect("a frame").expect("bytes");
-                seen.push_str(&String::from_utf8_lossy(&chunk));
-            }
-            (body, seen)
-        }
-    };
-    let opened = futures::future::join_all((0..STREAMS).map(open)).await;
+    let prompts: Vec<String> = (0..STREAMS).map(|i| format!("stream {i} please")).collect();
+    let opened = futures::future::join_all(prompts.iter().map(|p| stream_to_first_chunk(&s, &s.admin_key, p, "openai/stall-3000-p"))).await;
     // Every stream has its first token and is now waiting on the upstream's pause.
     for i in 0..10 {
         let (status, _, body) = chat(&s, json!({"index": "Zero-Knowledge", "model": "openai/ok-a", "prompt": format!("json {i}")})).await;
