@@ -231,16 +231,25 @@ impl Plugin {
     /// A store with the plugin's grants plus `mounts` (host folder, guest path), read-only.
     fn store_with(&self, mounts: &[(&Path, &str)]) -> Result<Store<CallState>, PluginError> {
         let grants = self.grants.load();
-        let mut b = WasiCtxBuilder::new();
-        let granted = grants.read_only_dirs.iter().map(|dir| {
-            let guest = dir.file_name().map(|n| format!("/{}", n.to_string_lossy())).unwrap_or_else(|| "/data".into());
-            (dir.as_path(), guest)
-        });
-        for (dir, guest) in granted.chain(mounts.iter().map(|(d, g)| (*d, (*g).to_owned()))) {
-            b.preopened_dir(dir, &guest, FsPerms::ReadOnly)
-                .map_err(|e| PluginError::Failed { plugin: self.name.clone(), detail: format!("cannot mount {}: {e}", dir.display()) })?;
-        }
-        let state = CallState::new(self.name.as_str().into(), b.build(), grants.memory_bytes, grants.outbound.clone());
+        // With folders to mount the context is built now, so a folder that
+        // cannot be opened fails this call rather than a later WASI call.
+        let wasi = if grants.read_only_dirs.is_empty() && mounts.is_empty() {
+            None
+        } else {
+            let mut b = WasiCtxBuilder::new();
+            let granted = grants.read_only_dirs.iter().map(|dir| {
+                let guest = dir.file_name().map(|n| format!("/{}", n.to_string_lossy())).unwrap_or_else(|| "/data".into());
+                (dir.as_path(), guest)
+            });
+            for (dir, guest) in granted.chain(mounts.iter().map(|(d, g)| (*d, (*g).to_owned()))) {
+                b.preopened_dir(dir, &guest, FsPerms::ReadOnly).map_err(|e| PluginError::Failed {
+                    plugin: self.name.clone(),
+                    detail: format!("cannot mount {}: {e}", dir.display()),
+                })?;
+            }
+            Some(b.build())
+        };
+        let state = CallState::new(self.name.as_str().into(), wasi, grants.memory_bytes, grants.outbound.clone());
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
         set_deadline(&mut store, grants.deadline_ticks);

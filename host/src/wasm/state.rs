@@ -1,12 +1,17 @@
 //! What one plugin call's `Store` holds: an empty WASI context (no env, no
 //! args, no network, no stdio; only the read-only folders the operator
 //! granted), the memory limiter, and the plugin's name for its log lines.
+//!
+//! A call whose plugin was granted no folders gets its WASI context only when
+//! the guest first reaches WASI (most calls never do): building one seeds two
+//! random generators and allocates its clocks, which is a measurable part of
+//! a small call's fixed cost (docs/benchmarks.md, eleventh pass).
 
 use std::sync::Arc;
 
 use wasmtime::ResourceLimiter;
 use wasmtime::component::ResourceTable;
-use wasmtime_wasi::{WasiCtx, WasiCtxView, WasiView};
+use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::bindings;
 
@@ -33,7 +38,9 @@ impl ResourceLimiter for Limiter {
 /// Store data of one call.
 pub struct CallState {
     pub plugin: Arc<str>,
-    pub wasi: WasiCtx,
+    /// The call's WASI context; `None` until the guest first uses WASI when
+    /// it would be the empty one (no granted folders).
+    wasi: Option<WasiCtx>,
     pub table: ResourceTable,
     pub limiter: Limiter,
     /// Outbound HTTP grant (retrievers).
@@ -42,7 +49,9 @@ pub struct CallState {
 }
 
 impl CallState {
-    pub fn new(plugin: Arc<str>, wasi: WasiCtx, max_memory: usize, outbound: Arc<super::outbound::Grant>) -> Self {
+    /// `wasi`: the context with the plugin's granted folders, or `None` for
+    /// the empty context, built on first use.
+    pub fn new(plugin: Arc<str>, wasi: Option<WasiCtx>, max_memory: usize, outbound: Arc<super::outbound::Grant>) -> Self {
         CallState { plugin, wasi, table: ResourceTable::new(), limiter: Limiter { max_memory, refused: false }, outbound, log_lines: 0 }
     }
 
@@ -71,7 +80,8 @@ impl CallState {
 
 impl WasiView for CallState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        WasiCtxView { ctx: &mut self.wasi, table: &mut self.table }
+        let ctx = self.wasi.get_or_insert_with(|| WasiCtxBuilder::new().build());
+        WasiCtxView { ctx, table: &mut self.table }
     }
 }
 
@@ -110,5 +120,32 @@ impl bindings::retriever::gatehouse::plugin::outbound_http::Host for CallState {
         let (status, headers, body) =
             super::plugin::off_async(|| self.outbound.send(&request.method, &request.url, &headers, request.body))?;
         Ok(HttpResponse { status, headers: headers.into_iter().map(|(name, value)| Header { name, value }).collect(), body })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn state(wasi: Option<WasiCtx>) -> CallState {
+        CallState::new("test".into(), wasi, 1 << 20, Arc::new(super::super::outbound::Grant::new(&[], Vec::new())))
+    }
+
+    #[test]
+    fn an_ungranted_call_gets_its_wasi_context_at_first_use_and_keeps_it() {
+        let mut s = state(None);
+        assert!(s.wasi.is_none(), "nothing is built before the guest reaches WASI");
+        let first: *const WasiCtx = s.ctx().ctx;
+        assert!(s.wasi.is_some());
+        let again: *const WasiCtx = s.ctx().ctx;
+        assert_eq!(first, again, "later WASI calls of the same call share the one context");
+    }
+
+    #[test]
+    fn a_context_built_with_grants_is_the_one_used() {
+        let mut s = state(Some(WasiCtxBuilder::new().build()));
+        let given: *const WasiCtx = s.wasi.as_ref().expect("given");
+        let used: *const WasiCtx = s.ctx().ctx;
+        assert_eq!(given, used);
     }
 }
