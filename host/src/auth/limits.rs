@@ -141,7 +141,33 @@ pub struct Exceeded {
 /// Per-key counters for both bucket sets.
 pub struct Limiter {
     store: Arc<dyn Store>,
-    counters: Mutex<HashMap<(BucketSet, String, Window), Counter>>,
+    /// By key id, then by bucket set ([`BucketSet::slot`]).
+    counters: Mutex<HashMap<String, [Buckets; 2]>>,
+}
+
+/// One key's counters in one bucket set: one per window (in [`Window::ALL`]
+/// order), and the names of the current day and month windows in the store
+/// (`chat:d:2026-11-25`, `chat:m:2026-11`), made when those windows start.
+#[derive(Default)]
+struct Buckets {
+    counters: [Counter; 4],
+    persisted: [String; 2],
+}
+
+impl Default for Counter {
+    /// No window yet: the first check starts (or reloads) every window.
+    fn default() -> Self {
+        Counter { window_start: i64::MIN, count: 0, reported: false }
+    }
+}
+
+impl BucketSet {
+    fn slot(self) -> usize {
+        match self {
+            BucketSet::Chat => 0,
+            BucketSet::AdminRead => 1,
+        }
+    }
 }
 
 impl Limiter {
@@ -149,64 +175,53 @@ impl Limiter {
         Limiter { store, counters: Mutex::new(HashMap::new()) }
     }
 
+    /// The store's name of a persisted window starting at `start`.
     fn window_key(set: BucketSet, w: Window, start: DateTime<Utc>) -> String {
         match w {
-            Window::Day => format!("{}:d:{}", set.tag(), start.format("%Y-%m-%d")),
-            Window::Month => format!("{}:m:{}", set.tag(), start.format("%Y-%m")),
+            Window::Day => format!("{}:d:{:04}-{:02}-{:02}", set.tag(), start.year(), start.month(), start.day()),
+            Window::Month => format!("{}:m:{:04}-{:02}", set.tag(), start.year(), start.month()),
             _ => String::new(),
         }
     }
 
     /// Check and (if allowed) count one request.
     pub fn check(&self, set: BucketSet, key_id: &str, limits: RateLimits, now: DateTime<Utc>) -> Decision {
+        let bounds = Window::ALL.map(|w| w.bounds(now));
         let mut map = self.counters.lock().unwrap_or_else(|p| p.into_inner());
-        let mut to_load = Vec::new();
-        for w in Window::ALL {
-            let (start, _) = w.bounds(now);
-            let fresh = map.get(&(set, key_id.to_owned(), w)).is_none_or(|c| c.window_start != start.timestamp());
-            if fresh && w.persisted() {
-                to_load.push((w, Self::window_key(set, w, start)));
+        if !map.contains_key(key_id) {
+            map.insert(key_id.to_owned(), Default::default());
+        }
+        let buckets = &mut map.get_mut(key_id).expect("inserted above")[set.slot()];
+        // A window that has rolled over starts from zero; a persisted one
+        // from the count stored for it (a restart keeps day and month counts).
+        let mut to_load: Vec<usize> = Vec::new();
+        for (i, w) in Window::ALL.into_iter().enumerate() {
+            let start = bounds[i].0;
+            if buckets.counters[i].window_start != start.timestamp() {
+                buckets.counters[i] = Counter { window_start: start.timestamp(), count: 0, reported: false };
+                if w.persisted() {
+                    buckets.persisted[i - 2] = Self::window_key(set, w, start);
+                    to_load.push(i);
+                }
             }
         }
-        let loaded = if to_load.is_empty() {
-            Vec::new()
-        } else {
-            let names: Vec<String> = to_load.iter().map(|(_, n)| n.clone()).collect();
-            self.store.quota_counts(key_id, &names).unwrap_or_else(|e| {
+        if !to_load.is_empty() {
+            let names: Vec<String> = to_load.iter().map(|i| buckets.persisted[i - 2].clone()).collect();
+            let loaded = self.store.quota_counts(key_id, &names).unwrap_or_else(|e| {
                 tracing::error!(error = %e, "reading quota counters failed; counting from zero");
                 vec![0; names.len()]
-            })
-        };
-        let mut counters = [Counter { window_start: 0, count: 0, reported: false }; 4];
-        for (i, w) in Window::ALL.into_iter().enumerate() {
-            let (start, _) = w.bounds(now);
-            let entry =
-                map.entry((set, key_id.to_owned(), w)).or_insert(Counter { window_start: start.timestamp(), count: 0, reported: false });
-            if entry.window_start != start.timestamp() {
-                *entry = Counter { window_start: start.timestamp(), count: 0, reported: false };
+            });
+            for (i, n) in to_load.iter().zip(loaded) {
+                buckets.counters[*i].count = buckets.counters[*i].count.max(n);
             }
-            if let Some(pos) = to_load.iter().position(|(lw, _)| *lw == w) {
-                entry.count = entry.count.max(loaded.get(pos).copied().unwrap_or(0));
-            }
-            counters[i] = *entry;
         }
         // Any window at its limit rejects; report the one that resets last.
-        let mut exceeded: Option<(usize, Window)> = None;
-        for (i, w) in Window::ALL.into_iter().enumerate() {
-            if counters[i].count >= w.limit(&limits) {
-                exceeded = Some((i, w));
-            }
-        }
-        if let Some((_, w)) = exceeded {
-            let (_, next) = w.bounds(now);
-            let entry = map.get_mut(&(set, key_id.to_owned(), w));
-            let first = match entry {
-                Some(c) if !c.reported => {
-                    c.reported = true;
-                    true
-                }
-                _ => false,
-            };
+        let exceeded = Window::ALL.into_iter().enumerate().filter(|(i, w)| buckets.counters[*i].count >= w.limit(&limits)).last();
+        if let Some((i, w)) = exceeded {
+            let next = bounds[i].1;
+            let first = !buckets.counters[i].reported;
+            buckets.counters[i].reported = true;
+            drop(map);
             let retry = (next - now).num_seconds().max(1) as u64;
             crate::metrics::get()
                 .rate_limit_hits
@@ -220,24 +235,19 @@ impl Limiter {
                 exceeded: Some(Exceeded { window: w, limit: w.limit(&limits), reset_at: next, retry_after_secs: retry, first }),
             };
         }
-        let mut windows_to_persist = Vec::new();
         let mut tightest: Option<(u64, u64, i64)> = None;
-        for w in Window::ALL {
-            let (start, next) = w.bounds(now);
-            if let Some(c) = map.get_mut(&(set, key_id.to_owned(), w)) {
-                c.count += 1;
-                let limit = w.limit(&limits);
-                let remaining = limit.saturating_sub(c.count);
-                if tightest.is_none_or(|(_, r, _)| remaining < r) {
-                    tightest = Some((limit, remaining, next.timestamp()));
-                }
-            }
-            if w.persisted() {
-                windows_to_persist.push(Self::window_key(set, w, start));
+        for (i, w) in Window::ALL.into_iter().enumerate() {
+            let c = &mut buckets.counters[i];
+            c.count += 1;
+            let limit = w.limit(&limits);
+            let remaining = limit.saturating_sub(c.count);
+            if tightest.is_none_or(|(_, r, _)| remaining < r) {
+                tightest = Some((limit, remaining, bounds[i].1.timestamp()));
             }
         }
+        // The day and month counts ride along with the next group commit.
+        self.store.count_quota(key_id, &buckets.persisted);
         drop(map);
-        self.store.count_quota(key_id, &windows_to_persist);
         let (limit, remaining, reset) = tightest.unwrap_or((0, 0, 0));
         Decision { allowed: true, limit, remaining, reset, exceeded: None }
     }
@@ -258,6 +268,50 @@ mod tests {
         assert_eq!(n, Utc.with_ymd_and_hms(2027, 1, 1, 0, 0, 0).single().expect("t"));
         let (s, _) = Window::Day.bounds(t);
         assert_eq!(s, Utc.with_ymd_and_hms(2026, 12, 31, 0, 0, 0).single().expect("t"));
+    }
+
+    fn limiter() -> (tempfile::TempDir, Limiter) {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = crate::store::redb::RedbStore::open(dir.path(), false).expect("open");
+        (dir, Limiter::new(Arc::new(store)))
+    }
+
+    #[test]
+    fn a_window_rejects_at_its_limit_reports_once_and_opens_again_when_it_rolls_over() {
+        let (_dir, l) = limiter();
+        let limits = RateLimits { per_minute: 2, per_hour: 100, per_day: 100, per_month: 1000 };
+        let t = Utc.with_ymd_and_hms(2026, 11, 25, 10, 0, 10).single().expect("time");
+        let d = l.check(BucketSet::Chat, "k1", limits, t);
+        assert!(d.allowed);
+        assert_eq!((d.limit, d.remaining, d.reset), (2, 1, t.timestamp() + 50), "the minute window is the tightest");
+        assert!(l.check(BucketSet::Chat, "k1", limits, t).allowed);
+        let refused = l.check(BucketSet::Chat, "k1", limits, t);
+        let e = refused.exceeded.expect("over the minute limit");
+        assert!(!refused.allowed);
+        assert_eq!((e.window, e.limit, e.retry_after_secs, e.first), (Window::Minute, 2, 50, true));
+        let again = l.check(BucketSet::Chat, "k1", limits, t).exceeded.expect("still over");
+        assert!(!again.first, "the event fires once per window");
+        // Another key and the other bucket set count on their own.
+        assert!(l.check(BucketSet::Chat, "k2", limits, t).allowed);
+        assert!(l.check(BucketSet::AdminRead, "k1", limits, t).allowed);
+        // The next minute opens again; the hour and day keep counting (2 counted, rejections not).
+        let next = l.check(BucketSet::Chat, "k1", limits, t + Duration::seconds(60));
+        assert!(next.allowed);
+        assert_eq!((next.limit, next.remaining), (2, 1));
+        let tight = RateLimits { per_minute: 100, per_hour: 100, per_day: 4, per_month: 1000 };
+        let day = l.check(BucketSet::Chat, "k1", tight, t + Duration::seconds(61));
+        assert_eq!((day.limit, day.remaining), (4, 0), "four counted today: two, then one, then this");
+        let over = l.check(BucketSet::Chat, "k1", tight, t + Duration::seconds(62)).exceeded.expect("day");
+        assert_eq!(over.window, Window::Day);
+    }
+
+    #[test]
+    fn persisted_windows_are_named_by_calendar_day_and_month() {
+        let t = Utc.with_ymd_and_hms(2026, 1, 5, 23, 59, 59).single().expect("time");
+        assert_eq!(Limiter::window_key(BucketSet::Chat, Window::Day, t), "chat:d:2026-01-05");
+        assert_eq!(Limiter::window_key(BucketSet::Chat, Window::Month, t), "chat:m:2026-01");
+        assert_eq!(Limiter::window_key(BucketSet::AdminRead, Window::Day, t), "admin:d:2026-01-05");
+        assert_eq!(Limiter::window_key(BucketSet::Chat, Window::Minute, t), "");
     }
 
     #[test]
