@@ -20,6 +20,13 @@ fn plugin_config(app: &AppState, name: &str) -> serde_json::Value {
     app.config().plugins.plugin_config(name)
 }
 
+/// The same config as the JSON text the plugin is handed, serialised straight
+/// from the config snapshot (no copy of it, and not through `Display`).
+fn plugin_config_text(app: &AppState, name: &str) -> String {
+    let cfg = app.config();
+    cfg.plugins.settings.get(name).map(|s| &s.config).filter(|c| c.is_object()).map_or_else(|| "{}".to_owned(), security::json_text)
+}
+
 pub fn subject(ctx: &AuthContext, p: &Prepared) -> Subject {
     Subject {
         key_id: ctx.key.id.clone(),
@@ -68,7 +75,7 @@ fn run(app: &AppState, ctx: &AuthContext, p: &mut Prepared, guarded: &mut Guarde
         index: p.params.index.clone(),
         messages: p.normalized.messages.clone(),
         shield_disable_requested: requested.enabled == Some(false),
-        config_json: config.to_string(),
+        config_json: security::json_text(&config),
     };
     let decision = security::apply_policy(engine.as_ref(), &input, &who)?;
     p.meta.policy_hash = Some(engine.hash());
@@ -115,7 +122,7 @@ fn run(app: &AppState, ctx: &AuthContext, p: &mut Prepared, guarded: &mut Guarde
             .adapters
             .detector(PROMPT_SHIELD)
             .ok_or_else(|| refuse(ChatError::access_denied("Prompt Shield is not loaded; the request was refused")))?;
-        let shield_cfg = plugin_config(app, PROMPT_SHIELD).to_string();
+        let shield_cfg = plugin_config_text(app, PROMPT_SHIELD);
         let texts = security::user_texts(&p.normalized.messages);
         let mut seed = [0u8; 16];
         rand::rng().fill_bytes(&mut seed);
@@ -138,7 +145,7 @@ fn run(app: &AppState, ctx: &AuthContext, p: &mut Prepared, guarded: &mut Guarde
     // PII and DLP.
     if let Some(detector) = p.adapters.detector(PII_DLP) {
         let cfg = plugin_config(app, PII_DLP);
-        security::pii_dlp(detector.as_ref(), &decision, &cfg, &mut p.normalized.messages, &who, guarded)?;
+        security::pii_dlp(detector.as_ref(), &decision, cfg, &mut p.normalized.messages, &who, guarded)?;
     } else if decision.pii_action != security::Action::Allow || decision.dlp_action != security::Action::Allow {
         return Err(refuse(ChatError::access_denied("the PII/DLP detector is not loaded; the request was refused")));
     }

@@ -296,6 +296,13 @@ pub fn apply_policy(engine: &dyn PolicyEngine, input: &PolicyInput, who: &Subjec
 }
 
 /// The texts of the caller's own messages (what Prompt Shield inspects on input).
+/// A JSON value as the text a plugin is handed (`config-json`).
+pub fn json_text(v: &Value) -> String {
+    // A `Value` always serialises (its keys are strings); `Display` would do
+    // the same through `fmt`'s machinery, byte by byte slower.
+    serde_json::to_string(v).unwrap_or_else(|_| "{}".to_owned())
+}
+
 pub fn user_texts(messages: &[Message]) -> Vec<String> {
     messages.iter().filter(|m| m.role == Role::User).map(|m| m.content.clone()).collect()
 }
@@ -416,7 +423,7 @@ fn is_pii(kind: &str) -> bool {
 pub fn pii_dlp(
     detector: &dyn Detector,
     decision: &PolicyDecision,
-    config_json: &Value,
+    config_json: Value,
     messages: &mut [Message],
     who: &Subject,
     guarded: &mut Guarded,
@@ -424,14 +431,14 @@ pub fn pii_dlp(
     if decision.pii_action == Action::Allow && decision.dlp_action == Action::Allow {
         return Ok(());
     }
-    let mut cfg = config_json.clone();
+    let mut cfg = config_json;
     if !cfg.is_object() {
         cfg = json!({});
     }
     cfg["pii"] = json!(decision.pii_action.as_str());
     cfg["dlp"] = json!(decision.dlp_action.as_str());
     let texts: Vec<String> = messages.iter().map(|m| m.content.clone()).collect();
-    let verdicts = detector.inspect(Stage::Input, Strictness::Balanced, &cfg.to_string(), &texts).map_err(|e| {
+    let verdicts = detector.inspect(Stage::Input, Strictness::Balanced, &json_text(&cfg), &texts).map_err(|e| {
         tracing::error!(error = %e, "PII/DLP detector failed");
         Refusal {
             error: denied("the data-protection check failed; the request was refused".into()),
@@ -612,6 +619,13 @@ impl StreamScanner {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_plugin_config_is_handed_over_as_compact_json_like_display() {
+        let v = json!({"pii": "redact", "custom": [{"name": "id", "pattern": "\\bX-\\d+\"é"}], "n": 1.5, "none": null});
+        assert_eq!(json_text(&v), v.to_string());
+        assert_eq!(json_text(&json!({})), "{}");
+    }
 
     fn guarded(canary: &str, restore: &[(&str, &str)]) -> Arc<Guarded> {
         Arc::new(Guarded {
