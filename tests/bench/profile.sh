@@ -2,7 +2,8 @@
 # Profile Gatehouse's chat path under load: the compare mock and oha on core 0, a release build of
 # Gatehouse with symbols (own target dir) on core 1 with the benchmark's default pipeline, and
 # `perf record` on the Gatehouse process during an `oha -c 64` run. Prints perf's report (children
-# and self, per thread). Method and findings: docs/benchmarks.md ("Profile of one request path").
+# and self, per thread), then every sample in one exclusive bucket (tests/bench/perf_buckets.py).
+# Method and findings: docs/benchmarks.md ("Profile of one request path").
 #
 #   bash tests/bench/profile.sh [--secs 10] [--durable true|false] [--stream] [--out DIR]
 set -euo pipefail
@@ -56,4 +57,5 @@ reqs="$(grep -oE '\[200\] [0-9]+' "$work/oha.txt" | awk '{print $2}')"
 echo "CPU µs per request during the run: $(( (cpu1 - cpu0) * 10000 / (reqs > 0 ? reqs : 1) ))"
 perf report -i "$work/perf.data" --no-children --sort comm,dso -g none --percent-limit 1 --stdio 2>/dev/null | grep -v '^#' | sed '/^$/d' | head -30
 perf report -i "$work/perf.data" --children --sort sym -g none --percent-limit 2 --stdio 2>/dev/null | grep -v '^#' | sed '/^$/d' | head -70
+python3 "$root/tests/bench/perf_buckets.py" "$work/perf.data"
 echo "perf data: $work/perf.data"
