@@ -216,7 +216,7 @@ impl Limiter {
             }
         }
         // Any window at its limit rejects; report the one that resets last.
-        let exceeded = Window::ALL.into_iter().enumerate().filter(|(i, w)| buckets.counters[*i].count >= w.limit(&limits)).last();
+        let exceeded = Window::ALL.into_iter().enumerate().rev().find(|(i, w)| buckets.counters[*i].count >= w.limit(&limits));
         if let Some((i, w)) = exceeded {
             let next = bounds[i].1;
             let first = !buckets.counters[i].reported;
@@ -303,6 +303,9 @@ mod tests {
         assert_eq!((day.limit, day.remaining), (4, 0), "four counted today: two, then one, then this");
         let over = l.check(BucketSet::Chat, "k1", tight, t + Duration::seconds(62)).exceeded.expect("day");
         assert_eq!(over.window, Window::Day);
+        let both = RateLimits { per_minute: 1, ..tight };
+        let last = l.check(BucketSet::Chat, "k1", both, t + Duration::seconds(63)).exceeded.expect("minute and day");
+        assert_eq!(last.window, Window::Day, "of two windows over their limits, the one that resets last is reported");
     }
 
     #[test]
