@@ -23,8 +23,7 @@ fn plugin_config(app: &AppState, name: &str) -> serde_json::Value {
 /// The same config as the JSON text the plugin is handed, serialised straight
 /// from the config snapshot (no copy of it, and not through `Display`).
 fn plugin_config_text(app: &AppState, name: &str) -> String {
-    let cfg = app.config();
-    cfg.plugins.settings.get(name).map(|s| &s.config).filter(|c| c.is_object()).map_or_else(|| "{}".to_owned(), security::json_text)
+    app.config().plugins.plugin_config_ref(name).map_or_else(|| "{}".to_owned(), security::json_text)
 }
 
 pub fn subject(ctx: &AuthContext, p: &Prepared) -> Subject {

@@ -295,7 +295,6 @@ pub fn apply_policy(engine: &dyn PolicyEngine, input: &PolicyInput, who: &Subjec
     Ok(decision)
 }
 
-/// The texts of the caller's own messages (what Prompt Shield inspects on input).
 /// A JSON value as the text a plugin is handed (`config-json`).
 pub fn json_text(v: &Value) -> String {
     // A `Value` always serialises (its keys are strings); `Display` would do
@@ -303,6 +302,7 @@ pub fn json_text(v: &Value) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "{}".to_owned())
 }
 
+/// The texts of the caller's own messages (what Prompt Shield inspects on input).
 pub fn user_texts(messages: &[Message]) -> Vec<String> {
     messages.iter().filter(|m| m.role == Role::User).map(|m| m.content.clone()).collect()
 }

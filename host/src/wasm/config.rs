@@ -107,11 +107,12 @@ impl PluginsConfig {
 
     /// The JSON config of a plugin (`{}` when none).
     pub fn plugin_config(&self, name: &str) -> serde_json::Value {
-        self.settings
-            .get(name)
-            .map(|s| s.config.clone())
-            .filter(serde_json::Value::is_object)
-            .unwrap_or_else(|| serde_json::Value::Object(Default::default()))
+        self.plugin_config_ref(name).cloned().unwrap_or_else(|| serde_json::Value::Object(Default::default()))
+    }
+
+    /// The JSON config of a plugin as written, when it has one (an object).
+    pub fn plugin_config_ref(&self, name: &str) -> Option<&serde_json::Value> {
+        self.settings.get(name).map(|s| &s.config).filter(|c| c.is_object())
     }
 }
 
