@@ -1,10 +1,20 @@
 //! Builds the bundled plugin components and embeds them in the binary.
 //!
-//! Every guest crate listed in `BUNDLED` is compiled for `wasm32-wasip2`
-//! with a nested cargo into `target/plugins` (its own target dir, so the
-//! outer build's lock is not contended), then `OUT_DIR/bundled.rs` includes
-//! each component's bytes. A server started from any directory, with an
-//! empty data dir, therefore has the bundled plugins.
+//! Every guest crate listed in `BUNDLED` is compiled with a nested cargo into
+//! `target/plugins` (its own target dir, so the outer build's lock is not
+//! contended), then `OUT_DIR/bundled.rs` includes each component's bytes. A
+//! server started from any directory, with an empty data dir, therefore has
+//! the bundled plugins.
+//!
+//! Guests that need no WASI (the request path's providers, shields and
+//! policies) are built for `wasm32-unknown-unknown` and made components here
+//! with `wit-component` from the WIT that `wit-bindgen` embeds in them: one
+//! core module and one core instance each. Built for `wasm32-wasip2`, Rust's
+//! `std` brings 14 WASI imports routed through two more core modules and
+//! ~15 core instances, which every instantiation pays for (~2 µs of an
+//! ~9 µs call here; docs/benchmarks.md, twelfth pass). Guests that read files
+//! or clocks (the retrievers) stay on `wasm32-wasip2`, as do tenants'
+//! plugins; the host serves both.
 //!
 //! To bundle a new plugin, add a line to `BUNDLED`. An entry whose directory
 //! has no `Cargo.toml` yet is skipped. A crate that exists but does not
@@ -19,21 +29,38 @@
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// (crate name, directory) of every bundled component.
-const BUNDLED: &[(&str, &str)] = &[
-    ("provider-echo", "plugins/provider-echo"),
-    ("provider-openai", "plugins/provider-openai"),
-    ("provider-anthropic", "plugins/provider-anthropic"),
-    ("prompt-shield", "plugins/prompt-shield"),
-    ("pii-dlp", "plugins/pii-dlp"),
-    ("retriever-local", "plugins/retriever-local"),
-    ("retriever-http", "plugins/retriever-http"),
-    ("policy-internal", "policies/internal"),
-    ("policy-public", "policies/public"),
-    ("policy-confidential", "policies/confidential"),
+/// What a guest is compiled for.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Target {
+    /// `wasm32-unknown-unknown`, made a component by this script.
+    Bare,
+    /// `wasm32-wasip2`: rustc's output is already a component.
+    Wasi,
+}
+
+impl Target {
+    fn triple(self) -> &'static str {
+        match self {
+            Target::Bare => "wasm32-unknown-unknown",
+            Target::Wasi => "wasm32-wasip2",
+        }
+    }
+}
+
+/// (crate name, directory, target) of every bundled component.
+const BUNDLED: &[(&str, &str, Target)] = &[
+    ("provider-echo", "plugins/provider-echo", Target::Bare),
+    ("provider-openai", "plugins/provider-openai", Target::Bare),
+    ("provider-anthropic", "plugins/provider-anthropic", Target::Bare),
+    ("prompt-shield", "plugins/prompt-shield", Target::Bare),
+    ("pii-dlp", "plugins/pii-dlp", Target::Bare),
+    ("retriever-local", "plugins/retriever-local", Target::Wasi),
+    ("retriever-http", "plugins/retriever-http", Target::Wasi),
+    ("policy-internal", "policies/internal", Target::Bare),
+    ("policy-public", "policies/public", Target::Bare),
+    ("policy-confidential", "policies/confidential", Target::Bare),
 ];
 
-const TARGET: &str = "wasm32-wasip2";
 const PROFILE: &str = "plugin";
 const SKIP_VAR: &str = "GATEHOUSE_SKIP_PLUGIN_BUILD";
 const STRICT_VAR: &str = "GATEHOUSE_STRICT_PLUGIN_BUILD";
@@ -47,57 +74,92 @@ fn main() {
     println!("cargo:rerun-if-env-changed={SKIP_VAR}");
     println!("cargo:rerun-if-env-changed={STRICT_VAR}");
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
-    let present: Vec<&str> = BUNDLED.iter().filter(|(_, dir)| root.join(dir).join("Cargo.toml").is_file()).map(|(name, _)| *name).collect();
-
     let skip = std::env::var_os(SKIP_VAR).is_some();
     let strict = std::env::var_os(STRICT_VAR).is_some_and(|v| !v.is_empty() && v != "0");
     let target_dir = root.join("target").join("plugins");
-    let built: Vec<&str> = if skip || present.is_empty() { present.clone() } else { build_all(&root, &target_dir, &present, strict) };
 
     let mut code = String::from("/// Bundled components: (crate name, component bytes).\npub static BUNDLED: &[(&str, &[u8])] = &[\n");
-    for name in built {
-        let file = target_dir.join(TARGET).join(PROFILE).join(format!("{}.wasm", name.replace('-', "_")));
-        if file.is_file() {
-            code.push_str(&format!("    ({name:?}, include_bytes!({:?})),\n", file.display().to_string()));
-        } else if skip {
-            println!("cargo:warning=bundled plugin {name} is not in {} ({SKIP_VAR} is set)", target_dir.display());
-        } else {
-            panic!("plugin {name} built but {} is missing", file.display());
+    for target in [Target::Bare, Target::Wasi] {
+        let present: Vec<&str> = BUNDLED
+            .iter()
+            .filter(|(_, dir, t)| *t == target && root.join(dir).join("Cargo.toml").is_file())
+            .map(|(name, _, _)| *name)
+            .collect();
+        let built = if skip || present.is_empty() { present } else { build_all(&root, &target_dir, target, &present, strict) };
+        for name in built {
+            let file = target_dir.join(target.triple()).join(PROFILE).join(format!("{}.wasm", name.replace('-', "_")));
+            if !file.is_file() {
+                if skip {
+                    println!("cargo:warning=bundled plugin {name} is not in {} ({SKIP_VAR} is set)", target_dir.display());
+                    continue;
+                }
+                panic!("plugin {name} built but {} is missing", file.display());
+            }
+            let component = match target {
+                Target::Wasi => file,
+                Target::Bare => match componentize(&file, &out) {
+                    Ok(path) => path,
+                    Err(e) if strict => panic!("bundled plugin {name}: {e}"),
+                    Err(e) => {
+                        println!("cargo:warning=bundled plugin {name} is left out of this binary: {e}");
+                        continue;
+                    }
+                },
+            };
+            code.push_str(&format!("    ({name:?}, include_bytes!({:?})),\n", component.display().to_string()));
         }
     }
     code.push_str("];\n");
     std::fs::write(out.join("bundled.rs"), code).expect("write bundled.rs");
 }
 
+/// Make the core module a guest built for `wasm32-unknown-unknown` into a
+/// component, from the component type that `wit-bindgen` embedded in it;
+/// written to `OUT_DIR`. A guest that imports anything but its world's
+/// interfaces (WASI, say) cannot be encoded without an adapter and is refused.
+fn componentize(module: &Path, out: &Path) -> Result<PathBuf, String> {
+    let bytes = std::fs::read(module).map_err(|e| format!("cannot read {}: {e}", module.display()))?;
+    let component = wit_component::ComponentEncoder::default()
+        .module(&bytes)
+        .and_then(|encoder| encoder.validate(true).encode())
+        .map_err(|e| format!("{} is not a component without WASI: {e:#}", module.display()))?;
+    let dir = out.join("components");
+    std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create {}: {e}", dir.display()))?;
+    let path = dir.join(module.file_name().expect("a file name"));
+    std::fs::write(&path, component).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    Ok(path)
+}
+
 /// Build every crate; the ones that built, in order. One cargo run for all
 /// (dependencies compile once); if it fails, one run per crate to find out
 /// which failed.
-fn build_all<'a>(root: &Path, target_dir: &Path, crates: &[&'a str], strict: bool) -> Vec<&'a str> {
-    if cargo_build(root, target_dir, crates) {
+fn build_all<'a>(root: &Path, target_dir: &Path, target: Target, crates: &[&'a str], strict: bool) -> Vec<&'a str> {
+    if cargo_build(root, target_dir, target, crates) {
         return crates.to_vec();
     }
-    check_target_installed();
+    check_target_installed(target);
     let mut ok = Vec::new();
     for name in crates {
-        if cargo_build(root, target_dir, &[name]) {
+        if cargo_build(root, target_dir, target, &[name]) {
             ok.push(*name);
         } else if strict {
-            panic!("bundled plugin {name} does not build for {TARGET} (see the output above)");
+            panic!("bundled plugin {name} does not build for {} (see the output above)", target.triple());
         } else {
             println!(
-                "cargo:warning=bundled plugin {name} does not build for {TARGET}; it is left out of this binary \
-                 (set {STRICT_VAR}=1 to make this an error)"
+                "cargo:warning=bundled plugin {name} does not build for {}; it is left out of this binary \
+                 (set {STRICT_VAR}=1 to make this an error)",
+                target.triple()
             );
         }
     }
     ok
 }
 
-/// `cargo build --target wasm32-wasip2 --profile plugin -p …` in a clean environment.
-fn cargo_build(root: &Path, target_dir: &Path, crates: &[&str]) -> bool {
+/// `cargo build --target <triple> --profile plugin -p …` in a clean environment.
+fn cargo_build(root: &Path, target_dir: &Path, target: Target, crates: &[&str]) -> bool {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
-    cmd.current_dir(root).args(["build", "--target", TARGET, "--profile", PROFILE, "--target-dir"]).arg(target_dir);
+    cmd.current_dir(root).args(["build", "--target", target.triple(), "--profile", PROFILE, "--target-dir"]).arg(target_dir);
     for name in crates {
         cmd.args(["-p", name]);
     }
@@ -132,14 +194,15 @@ fn cargo_build(root: &Path, target_dir: &Path, crates: &[&str]) -> bool {
 }
 
 /// Fail with the fix when the guest target is missing.
-fn check_target_installed() {
+fn check_target_installed(target: Target) {
+    let triple = target.triple();
     let installed = Command::new("rustup")
         .args(["target", "list", "--installed"])
         .output()
-        .map(|o| String::from_utf8_lossy(&o.stdout).lines().any(|l| l.trim() == TARGET))
+        .map(|o| String::from_utf8_lossy(&o.stdout).lines().any(|l| l.trim() == triple))
         // Without rustup we cannot tell; the cargo output above says what failed.
         .unwrap_or(true);
     if !installed {
-        panic!("the {TARGET} target is missing: run `rustup target add {TARGET}`");
+        panic!("the {triple} target is missing: run `rustup target add {triple}`");
     }
 }

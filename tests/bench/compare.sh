@@ -32,7 +32,7 @@ if [ -z "$oha" ]; then
 fi
 
 # The wasm target is needed to build the bundled plugins.
-rustup target add wasm32-wasip2 >/dev/null 2>&1 || true
+rustup target add wasm32-wasip2 wasm32-unknown-unknown >/dev/null 2>&1 || true
 cd "$root"
 cargo build --release -p gatehouse --bin gatehouse
 exec cargo run --release -p gatehouse-tests --example compare -- --oha "$oha" --litellm "$venv/bin/litellm" "$@"

@@ -24,7 +24,7 @@ oha="$(command -v oha || echo "$root/target/bench-tools/bin/oha")"
 [ -x "$oha" ] || cargo install oha --locked --version 1.16.0 --root "$root/target/bench-tools" >&2
 
 cd "$root"
-rustup target add wasm32-wasip2 >/dev/null 2>&1 || true
+rustup target add wasm32-wasip2 wasm32-unknown-unknown >/dev/null 2>&1 || true
 cargo build --release -p gatehouse --bin gatehouse >&2
 cargo build --release -p gatehouse-tests --example compare >&2
 bin="$root/target/release/gatehouse"

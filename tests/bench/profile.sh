@@ -23,7 +23,7 @@ oha="$(command -v oha || echo "$root/target/bench-tools/bin/oha")"
 [ -x "$oha" ] || cargo install oha --locked --version 1.16.0 --root "$root/target/bench-tools" >&2
 
 cd "$root"
-rustup target add wasm32-wasip2 >/dev/null 2>&1 || true
+rustup target add wasm32-wasip2 wasm32-unknown-unknown >/dev/null 2>&1 || true
 cargo build --release -p gatehouse-tests --example compare >&2
 CARGO_TARGET_DIR="$root/target/profiling" CARGO_PROFILE_RELEASE_STRIP=none CARGO_PROFILE_RELEASE_DEBUG=line-tables-only \
   cargo build --release -p gatehouse >&2

@@ -366,6 +366,48 @@ fn each_faulty_plugin_fails_alone_within_its_deadline() {
     assert_eq!(ask(&provider(&rt, "provider-echo"), "ok").expect("echo").0, "Echo: ok");
 }
 
+/// The bundled request-path guests (built for `wasm32-unknown-unknown`)
+/// allocate from a 1 MiB static arena and grow their memory only past it: a
+/// prompt near the largest body the server takes goes through each of them;
+/// under a cap too small for it the call fails with the memory error, and
+/// the next call works.
+#[test]
+fn bundled_plugins_take_inputs_past_their_arena_and_fail_cleanly_at_the_cap() {
+    use gatehouse::wasm::plugin::shield_calls as sc;
+    let big = "Please summarise the quarterly report for the board and mail it to ann@example.com. ".repeat(18 * 1024);
+    assert!(big.len() > 1 << 20, "larger than the arena");
+    let inspect = |text: &str| sc::InspectRequest {
+        stage: sc::Stage::Input,
+        strictness: sc::Strictness::Balanced,
+        config_json: "{}".into(),
+        texts: vec![text.into()],
+    };
+    let data = tempfile::tempdir().expect("tmp");
+    let (rt, _) = start(data.path(), &config(20_000, 64));
+    let reg = rt.snapshot();
+    for name in ["prompt-shield", "pii-dlp"] {
+        let shield = reg.of_kind(name, Kind::Shield).unwrap_or_else(|| panic!("{name} is bundled"));
+        let verdicts = shield.inspect(&inspect(&big)).unwrap_or_else(|e| panic!("{name} on {} bytes: {e}", big.len()));
+        assert_eq!(verdicts.len(), 1, "{name}");
+    }
+    let verdict = reg.of_kind("pii-dlp", Kind::Shield).expect("pii-dlp").inspect(&inspect(&big)).expect("call");
+    assert!(verdict[0].reasons.iter().any(|r| r == "pii:email"), "pii-dlp found the e-mail addresses: {:?}", verdict[0].reasons);
+    let openai = provider(&rt, "provider-openai");
+    let http = openai.build_request(&upstream(), &chat(&big, false)).expect("call").expect("a request");
+    assert!(http.body.len() > big.len(), "the upstream body carries the whole prompt");
+    let (answer, _) = ask(&provider(&rt, "provider-echo"), &big).expect("echo");
+    assert!(answer.starts_with("Echo: Please summarise"), "{}", &answer[..answer.len().min(80)]);
+
+    rt.update_config(&config(20_000, 4));
+    let shield = reg.of_kind("prompt-shield", Kind::Shield).expect("prompt-shield");
+    match shield.inspect(&inspect(&big)) {
+        Err(PluginError::Memory { mb: 4, .. }) => {}
+        other => panic!("a 4 MiB cap refuses the large prompt with the memory error, got {other:?}"),
+    }
+    let small = shield.inspect(&inspect("What is the capital of France?")).expect("the next call works");
+    assert_eq!(small.len(), 1);
+}
+
 #[test]
 fn a_config_reload_changes_the_deadline_and_memory_cap_of_loaded_plugins() {
     let data = tempfile::tempdir().expect("tmp");

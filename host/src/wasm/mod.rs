@@ -398,3 +398,29 @@ fn event_for(action: PluginAction, p: &Plugin, message: String) -> PluginEvent {
         message,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::bundled::BUNDLED;
+
+    /// The request path's bundled guests are built for
+    /// `wasm32-unknown-unknown` (host/build.rs): their components import
+    /// their world's interfaces only, no WASI, so an instance is one core
+    /// module. The retrievers, which read files and clocks, keep WASI.
+    #[test]
+    fn the_request_paths_bundled_components_import_no_wasi() {
+        let engine = wasmtime::Engine::default();
+        let mut checked = 0;
+        for (name, bytes) in BUNDLED {
+            let component = wasmtime::component::Component::new(&engine, bytes).expect("a bundled component compiles");
+            let imports: Vec<String> = component.component_type().imports(&engine).map(|(n, _)| n.to_owned()).collect();
+            if name.starts_with("retriever-") {
+                assert!(imports.iter().any(|i| i.starts_with("wasi:")), "{name} keeps WASI: {imports:?}");
+                continue;
+            }
+            assert!(imports.iter().all(|i| i.starts_with("gatehouse:plugin/")), "{name} imports more than its world: {imports:?}");
+            checked += 1;
+        }
+        assert!(checked >= 8, "providers, shields and policies are bundled ({checked})");
+    }
+}

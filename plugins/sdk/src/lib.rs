@@ -12,11 +12,17 @@
 //!
 //! Guest crates use `crate-type = ["cdylib", "rlib"]` and build with
 //! `cargo build --target wasm32-wasip2 --release`; the export macros only
-//! emit the component exports in wasm builds.
+//! emit the component exports in wasm builds. A guest that needs no WASI may
+//! instead be built for `wasm32-unknown-unknown` and made a component with
+//! `wit-component` (the bundled request-path plugins are: `host/build.rs`);
+//! there this crate also sets the allocator (`heap.rs`).
 //!
 //! Plugins also compile natively, so their logic is unit-tested with plain
 //! `cargo test`; calls to host imports (logging) are only valid inside a
 //! component.
+
+#[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+mod heap;
 
 /// Bindings of the `provider` world.
 pub mod provider {
