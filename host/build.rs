@@ -62,6 +62,8 @@ const BUNDLED: &[(&str, &str, Target)] = &[
 ];
 
 const PROFILE: &str = "plugin";
+/// Shadow-stack size of the `wasm32-unknown-unknown` guests (see `cargo_build`).
+const BARE_STACK_BYTES: u32 = 256 * 1024;
 const SKIP_VAR: &str = "GATEHOUSE_SKIP_PLUGIN_BUILD";
 const STRICT_VAR: &str = "GATEHOUSE_STRICT_PLUGIN_BUILD";
 
@@ -186,6 +188,15 @@ fn cargo_build(root: &Path, target_dir: &Path, target: Target, crates: &[&str]) 
         if k.starts_with("CARGO_PROFILE_") || (k.starts_with("CARGO_TARGET_") && k.ends_with("_RUSTFLAGS")) {
             cmd.env_remove(k.as_ref());
         }
+    }
+    if target == Target::Bare {
+        // A 256 KiB shadow stack instead of the linker's 1 MiB: the stack is
+        // placed first in linear memory, so an overflow traps (an access
+        // below address 0) rather than corrupting data, and a smaller initial
+        // memory is cheaper to reset after every call (wasmtime scans the
+        // whole accessible range for dirty pages). Most frames live in wasm
+        // locals, bounded by the host's `max_wasm_stack`, not here.
+        cmd.env("CARGO_TARGET_WASM32_UNKNOWN_UNKNOWN_RUSTFLAGS", format!("-C link-arg=-zstack-size={}", BARE_STACK_BYTES));
     }
     match cmd.status() {
         Ok(status) => status.success(),

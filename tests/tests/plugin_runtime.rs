@@ -395,6 +395,11 @@ fn bundled_plugins_take_inputs_past_their_arena_and_fail_cleanly_at_the_cap() {
     let openai = provider(&rt, "provider-openai");
     let http = openai.build_request(&upstream(), &chat(&big, false)).expect("call").expect("a request");
     assert!(http.body.len() > big.len(), "the upstream body carries the whole prompt");
+    // Deeply nested JSON (serde_json's limit is 128 levels) fits the guests' 256 KiB shadow stack.
+    let mut nested = chat("hi", false);
+    nested.extra_json = format!("{{\"metadata\":{}1{}}}", "[".repeat(120), "]".repeat(120));
+    let http = openai.build_request(&upstream(), &nested).expect("no trap").expect("a request");
+    assert!(http.body.contains(&"[".repeat(120)), "the nested extra field is passed on");
     let (answer, _) = ask(&provider(&rt, "provider-echo"), &big).expect("echo");
     assert!(answer.starts_with("Echo: Please summarise"), "{}", &answer[..answer.len().min(80)]);
 
