@@ -23,9 +23,6 @@ use talc::{OomHandler, Span, Talc, Talck};
 const ARENA_BYTES: usize = 1 << 20;
 /// WebAssembly's page size.
 const PAGE: usize = 64 * 1024;
-/// Pages asked for at least when the memory has to grow (fewer grows for a
-/// large input that allocates piece by piece).
-const MIN_GROW_PAGES: usize = 16;
 
 static mut ARENA: [u8; ARENA_BYTES] = [0; ARENA_BYTES];
 
@@ -47,15 +44,15 @@ impl OomHandler for ArenaThenGrow {
             unsafe { talc.claim(arena)? };
             return Ok(());
         }
-        // Room for the allocation, its alignment and talc's bookkeeping.
-        let need = layout.size().saturating_add(layout.align()).saturating_add(64).div_ceil(PAGE);
-        let (prev, pages) = match core::arch::wasm32::memory_grow::<0>(need.max(MIN_GROW_PAGES)) {
-            usize::MAX => match core::arch::wasm32::memory_grow::<0>(need) {
-                usize::MAX => return Err(()),
-                prev => (prev, need),
-            },
-            prev => (prev, need.max(MIN_GROW_PAGES)),
-        };
+        // Room for the allocation, its alignment and talc's bookkeeping; no
+        // more, so a grow the host refuses means the guest really could not
+        // get what it needed (the host reports that call as out of memory).
+        // A growing buffer doubles, so a large input takes few grows.
+        let pages = layout.size().saturating_add(layout.align()).saturating_add(64).div_ceil(PAGE);
+        let prev = core::arch::wasm32::memory_grow::<0>(pages);
+        if prev == usize::MAX {
+            return Err(());
+        }
         let base = (prev * PAGE) as *mut u8;
         let acme = base.wrapping_add(pages * PAGE);
         let grown = talc.oom_handler.grown;
