@@ -115,7 +115,7 @@ fn main() {
     std::fs::write(out.join("bundled.rs"), code).expect("write bundled.rs");
 }
 
-/// Make the core module a guest built for `wasm32-unknown-unknown` into a
+/// Make the core module of a guest built for `wasm32-unknown-unknown` into a
 /// component, from the component type that `wit-bindgen` embedded in it;
 /// written to `OUT_DIR`. A guest that imports anything but its world's
 /// interfaces (WASI, say) cannot be encoded without an adapter and is refused.
