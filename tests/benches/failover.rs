@@ -27,10 +27,8 @@ fn p99(mut v: Vec<Duration>) -> Duration {
 #[tokio::main]
 async fn main() {
     let mock = MockUpstream::start().await;
-    let data = tempfile::tempdir().expect("tmp").keep();
-    gatehouse_tests::plugins::install(gatehouse_tests::plugins::OPEN_POLICY, &data.join("plugins"), "open.wasm");
     let s = Server::builder()
-        .data_dir(&data)
+        .plugin(gatehouse_tests::plugins::OPEN_POLICY, "open.wasm")
         .toml(&format!(
             "durable_writes = false\n[policies]\ndefault = \"open\"\n[upstream]\nbreaker_failures = 1000000\n\
              [providers.openai]\nplugin = \"provider-openai\"\nbase_url = \"{}\"\n",

@@ -60,10 +60,8 @@ async fn round(s: &Server, client: &reqwest::Client, n: usize) -> Vec<Duration> 
 async fn main() {
     let n: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(1000);
     let mock = MockUpstream::start().await;
-    let data = tempfile::tempdir().expect("tmp").keep();
-    gatehouse_tests::plugins::install(gatehouse_tests::plugins::OPEN_POLICY, &data.join("plugins"), "open.wasm");
     let s = Server::builder()
-        .data_dir(&data)
+        .plugin(gatehouse_tests::plugins::OPEN_POLICY, "open.wasm")
         .env("WEBHOOKS_ALLOW_PRIVATE", "true")
         .toml(&format!(
             "[policies]\ndefault = \"open\"\n[upstream]\nbreaker_failures = 1000000\n\

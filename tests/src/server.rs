@@ -48,6 +48,8 @@ pub struct ServerBuilder {
     extra_toml: String,
     env: Vec<(String, String)>,
     data_dir: Option<PathBuf>,
+    /// Components (source file, name in the watched folder) put in place before start.
+    plugins: Vec<(PathBuf, String)>,
 }
 
 impl ServerBuilder {
@@ -67,6 +69,14 @@ impl ServerBuilder {
     /// Reuse a data dir (to test persistence across servers).
     pub fn data_dir(mut self, dir: &Path) -> Self {
         self.data_dir = Some(dir.to_path_buf());
+        self
+    }
+
+    /// Put a component into the watched folder (`<data dir>/plugins`, the
+    /// default) before the server starts, as an operator would. The data dir
+    /// stays the server's own temp dir, removed with it.
+    pub fn plugin(mut self, src: &str, file: &str) -> Self {
+        self.plugins.push((src.into(), file.into()));
         self
     }
 
@@ -102,6 +112,9 @@ impl Server {
     fn spawn(builder: ServerBuilder) -> Server {
         let dir = tempfile::Builder::new().prefix("gatehouse-test-").tempdir().expect("temp dir");
         let data_dir = builder.data_dir.clone().unwrap_or_else(|| dir.path().join("data"));
+        for (src, file) in &builder.plugins {
+            crate::plugins::install(&src.to_string_lossy(), &data_dir.join("plugins"), file);
+        }
         let tag = dir.path().file_name().map(|n| n.to_string_lossy().replace(|c: char| !c.is_ascii_alphanumeric(), "")).unwrap_or_default();
         let mut server = Server {
             child: None,

@@ -21,10 +21,8 @@ fn providers(mock: &MockUpstream) -> String {
 /// A server whose default policy is the `open` test policy (no detectors), so
 /// these tests exercise the chain alone; the security pipeline has its own tests.
 fn builder(mock: &MockUpstream) -> ServerBuilder {
-    let data = tempfile::tempdir().expect("tmp").keep();
-    gatehouse_tests::plugins::install(gatehouse_tests::plugins::OPEN_POLICY, &data.join("plugins"), "open.wasm");
     Server::builder()
-        .data_dir(&data)
+        .plugin(gatehouse_tests::plugins::OPEN_POLICY, "open.wasm")
         .toml("[policies]\ndefault = \"open\"\n")
         .toml(&providers(mock))
         .env("MOCK_OPENAI_KEY", "sk-upstream-openai-secret")
@@ -369,9 +367,7 @@ async fn a_concurrent_duplicate_waits_for_the_first() {
 async fn idempotency_records_past_their_ttl_are_deleted_from_the_data_file() {
     use gatehouse::store::Store;
     let mock = MockUpstream::start().await;
-    let data = tempfile::tempdir().expect("tmp").keep();
-    gatehouse_tests::plugins::install(gatehouse_tests::plugins::OPEN_POLICY, &data.join("plugins"), "open.wasm");
-    let mut s = builder(&mock).data_dir(&data).toml("[chat]\nidempotency_ttl_secs = 1\n").start();
+    let mut s = builder(&mock).toml("[chat]\nidempotency_ttl_secs = 1\n").start();
     let (_, plain, key_id) = s.create_key(json!({})).await;
     let body = json!({"index": "Zero-Knowledge", "model": "openai/ok-a", "prompt": "kept for a second"});
     for idem in ["one", "two"] {
@@ -383,7 +379,7 @@ async fn idempotency_records_past_their_ttl_are_deleted_from_the_data_file() {
     let metrics = s.admin(Method::GET, "/metrics").send().await.expect("metrics").text().await.expect("text");
     assert!(metrics.contains("gatehouse_retention_deleted_total{table=\"idempotency\"} 2"), "{metrics}");
     assert!(s.terminate(), "clean shutdown");
-    let store = gatehouse::store::redb::RedbStore::open(&data, true).expect("open the data file");
+    let store = gatehouse::store::redb::RedbStore::open(&s.data_dir, true).expect("open the data file");
     for idem in ["one", "two"] {
         assert_eq!(store.idempotency_get(&format!("{key_id}/{idem}")).expect("read"), None, "{idem} is still stored");
     }

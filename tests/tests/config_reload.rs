@@ -36,9 +36,7 @@ async fn until(s: &Server, model: &str, status: u16) {
 #[tokio::test]
 async fn providers_and_secrets_reload_and_a_bad_config_keeps_the_old_one() {
     let mock = MockUpstream::start().await;
-    let data = tempfile::tempdir().expect("tmp").keep();
-    gatehouse_tests::plugins::install(gatehouse_tests::plugins::OPEN_POLICY, &data.join("plugins"), "open.wasm");
-    let s = Server::builder().data_dir(&data).toml("[policies]\ndefault = \"open\"\n").start();
+    let s = Server::builder().plugin(gatehouse_tests::plugins::OPEN_POLICY, "open.wasm").toml("[policies]\ndefault = \"open\"\n").start();
     let base = std::fs::read_to_string(&s.config_path).expect("config");
     let (st, v) = ask(&s, "late/ok-a").await;
     assert_eq!(st, 400, "{v}");
@@ -82,10 +80,8 @@ async fn providers_and_secrets_reload_and_a_bad_config_keeps_the_old_one() {
 #[tokio::test]
 async fn the_in_flight_limit_follows_a_reload() {
     let mock = MockUpstream::start().await;
-    let data = tempfile::tempdir().expect("tmp").keep();
-    gatehouse_tests::plugins::install(gatehouse_tests::plugins::OPEN_POLICY, &data.join("plugins"), "open.wasm");
     let s = Server::builder()
-        .data_dir(&data)
+        .plugin(gatehouse_tests::plugins::OPEN_POLICY, "open.wasm")
         .toml(&format!(
             "[policies]\ndefault = \"open\"\n[chat]\nmax_in_flight = 1\n[providers.openai]\nplugin = \"provider-openai\"\nbase_url = \"{}\"\n",
             mock.openai_base_url()

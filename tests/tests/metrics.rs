@@ -68,10 +68,8 @@ async fn chat(s: &Server, key: &str, models: Value) -> u16 {
 #[tokio::test]
 async fn metrics_parse_as_openmetrics_and_count_what_happened() {
     let mock = MockUpstream::start().await;
-    let data = tempfile::tempdir().expect("tmp").keep();
-    gatehouse_tests::plugins::install(gatehouse_tests::plugins::OPEN_POLICY, &data.join("plugins"), "open.wasm");
     let s = Server::builder()
-        .data_dir(&data)
+        .plugin(gatehouse_tests::plugins::OPEN_POLICY, "open.wasm")
         .toml("[policies]\ndefault = \"open\"\n")
         .toml(&format!(
             "[providers.openai]\nplugin = \"provider-openai\"\nbase_url = \"{}\"\napi_key_env = \"MOCK_OPENAI_KEY\"\n",

@@ -8,10 +8,8 @@ use serde_json::json;
 
 #[tokio::test]
 async fn the_openai_python_sdk_works_unchanged() {
-    let data = tempfile::tempdir().expect("tmp").keep();
-    gatehouse_tests::plugins::install(gatehouse_tests::plugins::OPEN_POLICY, &data.join("plugins"), "open.wasm");
     let s = Server::builder()
-        .data_dir(&data)
+        .plugin(gatehouse_tests::plugins::OPEN_POLICY, "open.wasm")
         .toml("[policies]\ndefault = \"open\"\n[providers.echo]\nplugin = \"provider-echo\"\nbase_url = \"echo://local\"\nmodels = [\"echo/default\"]\n[providers.broken]\nplugin = \"no-such-plugin\"\nbase_url = \"echo://local\"\n")
         .start();
     let (_, limited, _) = s.create_key(json!({"limits": {"perMinute": 1}})).await;

@@ -81,9 +81,7 @@ async fn connect_proxy() -> (u16, Arc<AtomicUsize>) {
 }
 
 fn builder(ca_path: &std::path::Path, port: u16) -> ServerBuilder {
-    let data = tempfile::tempdir().expect("tmp").keep();
-    gatehouse_tests::plugins::install(gatehouse_tests::plugins::OPEN_POLICY, &data.join("plugins"), "open.wasm");
-    Server::builder().data_dir(&data).toml(&format!(
+    Server::builder().plugin(gatehouse_tests::plugins::OPEN_POLICY, "open.wasm").toml(&format!(
         "[policies]\ndefault = \"open\"\n[upstream]\nca_file = \"{}\"\n\
          [providers.secure]\nplugin = \"provider-openai\"\nbase_url = \"https://localhost:{port}/v1\"\n",
         ca_path.display()
