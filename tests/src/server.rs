@@ -49,7 +49,7 @@ pub struct ServerBuilder {
     env: Vec<(String, String)>,
     data_dir: Option<PathBuf>,
     /// Components (source file, name in the watched folder) put in place before start.
-    plugins: Vec<(PathBuf, String)>,
+    plugins: Vec<(String, String)>,
 }
 
 impl ServerBuilder {
@@ -113,7 +113,7 @@ impl Server {
         let dir = tempfile::Builder::new().prefix("gatehouse-test-").tempdir().expect("temp dir");
         let data_dir = builder.data_dir.clone().unwrap_or_else(|| dir.path().join("data"));
         for (src, file) in &builder.plugins {
-            crate::plugins::install(&src.to_string_lossy(), &data_dir.join("plugins"), file);
+            crate::plugins::install(src, &data_dir.join("plugins"), file);
         }
         let tag = dir.path().file_name().map(|n| n.to_string_lossy().replace(|c: char| !c.is_ascii_alphanumeric(), "")).unwrap_or_default();
         let mut server = Server {

@@ -27,7 +27,7 @@ const PAGE: usize = 64 * 1024;
 static mut ARENA: [u8; ARENA_BYTES] = [0; ARENA_BYTES];
 
 /// Claims the arena on the first out-of-memory, then grows the memory.
-pub struct ArenaThenGrow {
+struct ArenaThenGrow {
     arena_claimed: bool,
     /// The heap made of grown pages, extended while the grows are contiguous.
     grown: Span,
