@@ -5,9 +5,8 @@
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use axum::extract::{MatchedPath, Request, State};
+use axum::extract::State;
 use axum::http::header;
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
@@ -206,6 +205,14 @@ impl Metrics {
         out
     }
 
+    /// A request served on `route` (its template, or `unmatched`), counted
+    /// and timed (`api::request_id::layer` calls this for every request).
+    pub fn request_served(&self, route: String, status: u16, took: Duration) {
+        let key = RouteStatus { route, status };
+        self.requests.get_or_create(&key).inc();
+        self.request_duration.get_or_create(&RouteLabel { route: key.route }).observe(took.as_secs_f64());
+    }
+
     pub fn retrieval(&self, index: &str, took: Duration, failed: bool) {
         let label = IndexLabel { index: index.to_owned() };
         self.retrieval_duration.get_or_create(&label).observe(took.as_secs_f64());
@@ -241,17 +248,6 @@ impl Metrics {
 pub fn get() -> &'static Metrics {
     static M: OnceLock<Metrics> = OnceLock::new();
     M.get_or_init(Metrics::new)
-}
-
-/// Middleware: count and time every request by its route template.
-pub async fn layer(req: Request, next: Next) -> Response {
-    let route = req.extensions().get::<MatchedPath>().map(|p| p.as_str().to_owned()).unwrap_or_else(|| "unmatched".to_owned());
-    let started = std::time::Instant::now();
-    let resp = next.run(req).await;
-    let m = get();
-    m.requests.get_or_create(&RouteStatus { route: route.clone(), status: resp.status().as_u16() }).inc();
-    m.request_duration.get_or_create(&RouteLabel { route }).observe(started.elapsed().as_secs_f64());
-    resp
 }
 
 /// `GET /metrics`.

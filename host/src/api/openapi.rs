@@ -10,9 +10,8 @@
 //! `x-request-id` header every response carries, and operation ids made
 //! from method and path.
 
-use std::sync::Arc;
+use std::sync::OnceLock;
 
-use axum::Extension;
 use axum::http::header;
 use axum::response::{IntoResponse, Response};
 use utoipa::openapi::path::Operation;
@@ -141,17 +140,20 @@ pub fn complete(doc: &mut OpenApi) {
     }
 }
 
-/// The document, serialised once when the router is built.
-#[derive(Debug, Clone)]
-pub struct Document(pub Arc<String>);
+/// The document, serialised once, when the first router is built (it
+/// depends on the code only, so every router of the process shares it). A
+/// static rather than a request extension: an `Extension` layer would add it
+/// to every request the server sees.
+static DOCUMENT: OnceLock<String> = OnceLock::new();
 
-impl Document {
-    pub fn new(doc: &OpenApi) -> Self {
-        Document(Arc::new(doc.to_pretty_json().unwrap_or_else(|e| {
+/// Serialise `doc` for `GET /openapi.json`, unless a router built earlier did.
+pub fn publish(doc: &OpenApi) {
+    DOCUMENT.get_or_init(|| {
+        doc.to_pretty_json().unwrap_or_else(|e| {
             tracing::error!(error = %e, "serialising the OpenAPI document failed");
             "{}".to_owned()
-        })))
-    }
+        })
+    });
 }
 
 /// `GET /openapi.json`.
@@ -159,8 +161,9 @@ impl Document {
     get, path = "/openapi.json", tag = "operations",
     responses((status = 200, description = "This document (OpenAPI 3.1)", body = serde_json::Value))
 )]
-pub async fn document(Authed(_): Authed, Extension(doc): Extension<Document>) -> Response {
-    ([(header::CONTENT_TYPE, "application/json")], doc.0.as_str().to_owned()).into_response()
+pub async fn document(Authed(_): Authed) -> Response {
+    let doc = DOCUMENT.get().map_or("{}", String::as_str);
+    ([(header::CONTENT_TYPE, "application/json")], doc.to_owned()).into_response()
 }
 
 #[cfg(test)]

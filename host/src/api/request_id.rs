@@ -1,7 +1,7 @@
 //! Request ids `req-…`: made for every request, returned in the `x-request-id`
 //! header, carried in flat error bodies, and attached to the request's log span.
 
-use axum::extract::Request;
+use axum::extract::{MatchedPath, Request};
 use axum::http::HeaderValue;
 use axum::middleware::Next;
 use axum::response::Response;
@@ -35,17 +35,23 @@ pub fn current() -> Option<String> {
     CURRENT.try_with(|id| id.0.clone()).ok()
 }
 
-/// Middleware: assign the id, scope it, log the request, add the header.
-pub async fn layer(mut req: Request, next: Next) -> Response {
+/// Middleware, the outermost: assign the id, scope it, log the request, add
+/// the header, and count and time the request by its route template for
+/// `/metrics` (one layer for both: each `from_fn` layer costs a boxed
+/// service clone and a boxed future per request).
+pub async fn layer(req: Request, next: Next) -> Response {
     let id = RequestId::new();
-    req.extensions_mut().insert(id.clone());
+    let route = req.extensions().get::<MatchedPath>().map_or("unmatched", MatchedPath::as_str).to_owned();
     let span = tracing::info_span!("request", id = %id.0, method = %req.method(), path = %req.uri().path());
     let started = std::time::Instant::now();
-    let mut resp = CURRENT.scope(id.clone(), next.run(req)).instrument(span.clone()).await;
+    let header = HeaderValue::from_str(&id.0).ok();
+    let mut resp = CURRENT.scope(id, next.run(req)).instrument(span.clone()).await;
+    let elapsed = started.elapsed();
     span.in_scope(|| {
-        tracing::debug!(status = resp.status().as_u16(), elapsed_us = started.elapsed().as_micros() as u64, "served");
+        tracing::debug!(status = resp.status().as_u16(), elapsed_us = elapsed.as_micros() as u64, "served");
     });
-    if let Ok(v) = HeaderValue::from_str(&id.0) {
+    crate::metrics::get().request_served(route, resp.status().as_u16(), elapsed);
+    if let Some(v) = header {
         resp.headers_mut().insert(HEADER, v);
     }
     resp

@@ -3,7 +3,7 @@
 use axum::extract::DefaultBodyLimit;
 use axum::http::{Method, Uri};
 use axum::response::{IntoResponse, Response};
-use axum::{Extension, Router, middleware};
+use axum::{Router, middleware};
 use utoipa::OpenApi as _;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
@@ -61,18 +61,17 @@ fn routes(app: &AppState) -> OpenApiRouter<AppState> {
         .merge(crate::webhooks::routes::router(app.webhooks.clone()))
 }
 
-/// Build the router. Layers run outermost first: request id, body limit, metrics, authentication, body intake.
+/// Build the router. Layers run outermost first: request id and metrics, body limit, authentication, body intake.
 pub fn router(app: AppState) -> Router {
     let max_body = app.config().server.max_body_bytes;
     let (router, mut doc) = routes(&app).split_for_parts();
     openapi::complete(&mut doc);
+    openapi::publish(&doc);
     router
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(Extension(openapi::Document::new(&doc)))
         .layer(middleware::from_fn_with_state(app.clone(), super::intake::layer))
         .layer(middleware::from_fn_with_state(app.clone(), auth::layer))
-        .layer(middleware::from_fn(crate::metrics::layer))
         .layer(DefaultBodyLimit::max(max_body))
         .layer(middleware::from_fn(request_id::layer))
         .with_state(app)
