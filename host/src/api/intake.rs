@@ -3,7 +3,8 @@
 //! (`chat::admission`), and the body is read whole within a size cap and a
 //! deadline.
 //!
-//! Runs after authentication, so an anonymous client never gets its body read.
+//! Called by the authentication layer once the caller is known, so an
+//! anonymous client never gets its body read.
 //! A path whose percent-encoding is not UTF-8 (`/api/receipts/%ff`) is a 400
 //! in the route's format rather than the extractors' plain-text rejection.
 //! A declared `Content-Length` over `server.max_body_bytes` is refused with
@@ -15,59 +16,60 @@
 use std::time::Duration;
 
 use axum::body::Body;
-use axum::extract::{Request, State};
+use axum::extract::Request;
 use axum::http::{StatusCode, header};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http_body_util::{BodyExt, LengthLimitError, Limited};
 
 use super::error::ErrorFormat;
 use crate::app::AppState;
 
-/// Middleware: check the path, then buffer the body under the cap and the deadline.
-pub async fn layer(State(app): State<AppState>, mut req: Request, next: Next) -> Response {
+/// Check the path, admit a chat request, then buffer the body under the cap
+/// and the deadline: the request to serve, or the answer that refuses it.
+/// Called by the authentication layer (`auth::layer`) once the caller is known.
+pub async fn take(app: &AppState, mut req: Request) -> Result<Request, Response> {
     let (max, timeout) = {
         let cfg = app.config();
         (cfg.server.max_body_bytes, Duration::from_millis(cfg.server.body_read_timeout_ms))
     };
     let format = ErrorFormat::for_path(req.uri().path());
     if percent_encoding::percent_decode_str(req.uri().path()).decode_utf8().is_err() {
-        return format.error(StatusCode::BAD_REQUEST, "the path is not valid UTF-8 once percent-decoded");
+        return Err(format.error(StatusCode::BAD_REQUEST, "the path is not valid UTF-8 once percent-decoded"));
     }
     // Load shedding first (chat routes): a refused body is never read.
-    match crate::chat::admission::admit(&app, req.uri().path()) {
+    match crate::chat::admission::admit(app, req.uri().path()) {
         Ok(Some(slot)) => {
             req.extensions_mut().insert(slot);
         }
         Ok(None) => {}
-        Err(busy) => return busy.into_response(),
+        Err(busy) => return Err(busy.into_response()),
     }
     let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > max as u64) {
-        return too_large(format, max);
+        return Err(too_large(format, max));
     }
     if axum::body::HttpBody::size_hint(req.body()).exact() == Some(0) {
-        return next.run(req).await;
+        return Ok(req);
     }
     let (parts, body) = req.into_parts();
     let bytes = match tokio::time::timeout(timeout, Limited::new(body, max).collect()).await {
         Ok(Ok(collected)) => collected.to_bytes(),
-        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => return too_large(format, max),
+        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => return Err(too_large(format, max)),
         Ok(Err(e)) => {
             tracing::debug!(error = %e, "request body could not be read");
-            return format.error(
+            return Err(format.error(
                 StatusCode::BAD_REQUEST,
                 "the request body could not be read (the connection broke or the chunked encoding is invalid)",
-            );
+            ));
         }
         Err(_) => {
-            return format.error(
+            return Err(format.error(
                 StatusCode::REQUEST_TIMEOUT,
                 &format!("the request body did not arrive within {} ms; send it in one go", timeout.as_millis()),
-            );
+            ));
         }
     };
-    next.run(Request::from_parts(parts, Body::from(bytes))).await
+    Ok(Request::from_parts(parts, Body::from(bytes)))
 }
 
 fn too_large(format: ErrorFormat, max: usize) -> Response {

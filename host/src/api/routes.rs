@@ -61,7 +61,7 @@ fn routes(app: &AppState) -> OpenApiRouter<AppState> {
         .merge(crate::webhooks::routes::router(app.webhooks.clone()))
 }
 
-/// Build the router. Layers run outermost first: request id and metrics, body limit, authentication, body intake.
+/// Build the router. Layers run outermost first: request id and metrics, body limit, then authentication and body intake.
 pub fn router(app: AppState) -> Router {
     let max_body = app.config().server.max_body_bytes;
     let (router, mut doc) = routes(&app).split_for_parts();
@@ -70,7 +70,6 @@ pub fn router(app: AppState) -> Router {
     router
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(middleware::from_fn_with_state(app.clone(), super::intake::layer))
         .layer(middleware::from_fn_with_state(app.clone(), auth::layer))
         .layer(DefaultBodyLimit::max(max_body))
         .layer(middleware::from_fn(request_id::layer))

@@ -38,41 +38,53 @@ impl AuthContext {
     }
 }
 
-/// Middleware: authenticate every non-public request.
+/// Middleware: authenticate every non-public request, then take the body in
+/// (`api::intake`: admission, size cap, read deadline) — one layer for both,
+/// in that order, so an anonymous client never gets its body read.
 pub async fn layer(State(app): State<AppState>, mut req: Request, next: Next) -> Response {
-    let path = req.uri().path().to_owned();
-    if is_public(&path) {
-        return next.run(req).await;
+    if !is_public(req.uri().path()) {
+        match authenticate(&app, &req) {
+            Ok(ctx) => {
+                req.extensions_mut().insert(ctx);
+            }
+            Err(refused) => return refused,
+        }
     }
-    let format = ErrorFormat::for_path(&path);
+    match crate::api::intake::take(&app, req).await {
+        Ok(req) => next.run(req).await,
+        Err(refused) => refused,
+    }
+}
+
+/// The key a request presents, or the 401 (500 if the store fails) in its route's format.
+fn authenticate(app: &AppState, req: &Request) -> Result<AuthContext, Response> {
+    let path = req.uri().path();
+    let format = ErrorFormat::for_path(path);
     let client = req.extensions().get::<failures::ClientAddr>().and_then(|c| c.0);
     let refuse = |reason: failures::Reason, revoked: Option<&str>, message: &str| {
-        app.auth_failures.record(client, reason, &path, revoked);
+        app.auth_failures.record(client, reason, path, revoked);
         format.unauthorized(message)
     };
     let Some(header) = req.headers().get(axum::http::header::AUTHORIZATION) else {
-        return refuse(failures::Reason::Missing, None, "missing API key: send `Authorization: Bearer sk-…`");
+        return Err(refuse(failures::Reason::Missing, None, "missing API key: send `Authorization: Bearer sk-…`"));
     };
     let Some(token) = header.to_str().ok().and_then(keys::bearer_token) else {
-        return refuse(failures::Reason::Malformed, None, "malformed Authorization header: use `Bearer sk-…`");
+        return Err(refuse(failures::Reason::Malformed, None, "malformed Authorization header: use `Bearer sk-…`"));
     };
     if !token.starts_with(keys::KEY_PREFIX) {
-        return refuse(failures::Reason::Invalid, None, "invalid API key: keys start with `sk-`");
+        return Err(refuse(failures::Reason::Invalid, None, "invalid API key: keys start with `sk-`"));
     }
     let hash = KeyHash::of(token);
     match app.store.find_key_by_hash(&hash) {
-        Ok(Some(key)) if !key.is_revoked() => {
-            req.extensions_mut().insert(AuthContext { key });
-            next.run(req).await
-        }
-        Ok(Some(key)) => refuse(failures::Reason::Revoked, Some(&key.id), "this API key has been revoked"),
-        Ok(None) => refuse(failures::Reason::Invalid, None, "invalid API key"),
+        Ok(Some(key)) if !key.is_revoked() => Ok(AuthContext { key }),
+        Ok(Some(key)) => Err(refuse(failures::Reason::Revoked, Some(&key.id), "this API key has been revoked")),
+        Ok(None) => Err(refuse(failures::Reason::Invalid, None, "invalid API key")),
         Err(e) => {
             tracing::error!(error = %e, "key lookup failed");
-            match format {
+            Err(match format {
                 ErrorFormat::Flat => crate::api::error::ChatError::internal().into_response(),
                 _ => crate::api::error::AdminError::internal().into_response(),
-            }
+            })
         }
     }
 }
