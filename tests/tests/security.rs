@@ -153,6 +153,28 @@ async fn pii_is_redacted_before_it_leaves_and_restored_in_the_answer() {
 }
 
 #[tokio::test]
+async fn pii_dlp_inspects_what_the_caller_sent_not_the_planted_canary() {
+    // A custom DLP rule that matches canary tokens: were the host's canary
+    // instruction inspected, every request would be refused.
+    let mock = MockUpstream::start().await;
+    let s = Server::builder()
+        .toml(&format!(
+            "[providers.openai]\nplugin = \"provider-openai\"\nbase_url = \"{}\"\n\
+             [plugins.settings.pii-dlp.config]\ncustom = [{{ name = \"canary\", pattern = \"gh-canary-[0-9a-f]{{16}}\", action = \"block\" }}]\n",
+            mock.openai_base_url()
+        ))
+        .start();
+    let (st, v) = chat(&s, req("openai/ok-a", "hello there")).await;
+    assert_eq!(st, 200, "{v}");
+    let up = mock.last_request().expect("upstream").prompt_text();
+    assert!(up.contains("gh-canary-"), "the canary was planted after the check: {up}");
+    // The rule is live: the same text from the caller is refused.
+    let (st, v) = chat(&s, req("openai/ok-a", "my notes say gh-canary-0123456789abcdef")).await;
+    assert_eq!(st, 403, "{v}");
+    assert_eq!(mock.request_count(), 1);
+}
+
+#[tokio::test]
 async fn confidential_data_only_goes_to_confidential_providers() {
     let mock = MockUpstream::start().await;
     let s = server(&mock);

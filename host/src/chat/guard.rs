@@ -1,5 +1,6 @@
 //! Runs the input side of the security pipeline on a prepared request:
-//! policy → Prompt Shield on the input → PII/DLP → canary.
+//! policy → Prompt Shield on the input (and a canary made) → PII/DLP → the
+//! canary planted.
 
 use rand::RngCore;
 use serde_json::json;
@@ -116,6 +117,7 @@ fn run(app: &AppState, ctx: &AuthContext, p: &mut Prepared, guarded: &mut Guarde
         (Some(false), _) => "request",
         (_, s) => s,
     };
+    let mut planted = None;
     if enabled {
         let shield = p
             .adapters
@@ -133,20 +135,23 @@ fn run(app: &AppState, ctx: &AuthContext, p: &mut Prepared, guarded: &mut Guarde
         p.meta.prompt_shield_policy = Some(json!({
             "enabled": true, "mode": mode.as_str(), "source": source, "verdict": action.as_str(), "score": score,
         }));
-        if let Some((token, instruction)) = canary {
-            security::plant_canary(&mut p.normalized.messages, &instruction);
-            guarded.canary = Some(token);
-        }
+        planted = canary;
     } else {
         p.meta.prompt_shield_policy = Some(json!({"enabled": false, "mode": null, "source": source}));
     }
 
-    // PII and DLP.
+    // PII and DLP, on what the caller sent: the canary instruction is the
+    // host's own text, so it is planted after (a token that looked like a
+    // secret must not get a request refused, and scanning it is wasted work).
     if let Some(detector) = p.adapters.detector(PII_DLP) {
         let cfg = plugin_config(app, PII_DLP);
         security::pii_dlp(detector.as_ref(), &decision, cfg, &mut p.normalized.messages, &who, guarded)?;
     } else if decision.pii_action != security::Action::Allow || decision.dlp_action != security::Action::Allow {
         return Err(refuse(ChatError::access_denied("the PII/DLP detector is not loaded; the request was refused")));
+    }
+    if let Some((token, instruction)) = planted {
+        security::plant_canary(&mut p.normalized.messages, &instruction);
+        guarded.canary = Some(token);
     }
     guarded.decision = Some(decision);
     Ok(())
