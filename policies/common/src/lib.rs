@@ -69,18 +69,18 @@ fn string_list(config: &serde_json::Value, field: &str) -> Vec<String> {
 /// that deny a request, e.g. project code names).
 pub fn decide(profile: &Profile, ctx: &PolicyContext) -> PolicyDecision {
     let config: serde_json::Value = serde_json::from_str(&ctx.config_json).unwrap_or(serde_json::Value::Null);
-    let deny_terms = string_list(&config, "deny_terms");
+    // Lower-cased once; with no terms (the usual case) no message is lower-cased.
+    let deny_terms: Vec<String> = string_list(&config, "deny_terms").iter().filter(|t| !t.is_empty()).map(|t| t.to_lowercase()).collect();
     let mut allow = true;
     let mut reason = None;
-    'outer: for m in &ctx.messages {
-        let lower = m.content.to_lowercase();
-        for t in &deny_terms {
-            if !t.is_empty() && lower.contains(&t.to_lowercase()) {
-                allow = false;
-                reason = Some(format!("policy {} forbids a term in the request", ctx.policy_name));
-                break 'outer;
-            }
-        }
+    if !deny_terms.is_empty()
+        && ctx.messages.iter().any(|m| {
+            let lower = m.content.to_lowercase();
+            deny_terms.iter().any(|t| lower.contains(t.as_str()))
+        })
+    {
+        allow = false;
+        reason = Some(format!("policy {} forbids a term in the request", ctx.policy_name));
     }
     if allow && ctx.shield_disable_requested && !profile.shield_may_disable {
         allow = false;
@@ -138,6 +138,8 @@ mod tests {
         assert!(!d.allow);
         assert!(d.reason.expect("reason").contains("forbids"));
         assert!(decide(&STRICT, &ctx("About birds", r#"{"deny_terms":["falcon"]}"#, false)).allow);
+        assert!(!decide(&STRICT, &ctx("about falcon", r#"{"deny_terms":["", "FALCON"]}"#, false)).allow, "terms are lower-cased too");
+        assert!(decide(&STRICT, &ctx("anything", r#"{"deny_terms":[""]}"#, false)).allow, "an empty term denies nothing");
     }
 
     #[test]
