@@ -47,7 +47,7 @@ pub async fn layer(State(app): State<AppState>, mut req: Request, next: Next) ->
             Ok(ctx) => {
                 req.extensions_mut().insert(ctx);
             }
-            Err(refused) => return refused,
+            Err(refused) => return *refused,
         }
     }
     match crate::api::intake::take(&app, req).await {
@@ -57,13 +57,13 @@ pub async fn layer(State(app): State<AppState>, mut req: Request, next: Next) ->
 }
 
 /// The key a request presents, or the 401 (500 if the store fails) in its route's format.
-fn authenticate(app: &AppState, req: &Request) -> Result<AuthContext, Response> {
+fn authenticate(app: &AppState, req: &Request) -> Result<AuthContext, Box<Response>> {
     let path = req.uri().path();
     let format = ErrorFormat::for_path(path);
     let client = req.extensions().get::<failures::ClientAddr>().and_then(|c| c.0);
     let refuse = |reason: failures::Reason, revoked: Option<&str>, message: &str| {
         app.auth_failures.record(client, reason, path, revoked);
-        format.unauthorized(message)
+        Box::new(format.unauthorized(message))
     };
     let Some(header) = req.headers().get(axum::http::header::AUTHORIZATION) else {
         return Err(refuse(failures::Reason::Missing, None, "missing API key: send `Authorization: Bearer sk-…`"));
@@ -81,10 +81,10 @@ fn authenticate(app: &AppState, req: &Request) -> Result<AuthContext, Response> 
         Ok(None) => Err(refuse(failures::Reason::Invalid, None, "invalid API key")),
         Err(e) => {
             tracing::error!(error = %e, "key lookup failed");
-            Err(match format {
+            Err(Box::new(match format {
                 ErrorFormat::Flat => crate::api::error::ChatError::internal().into_response(),
                 _ => crate::api::error::AdminError::internal().into_response(),
-            })
+            }))
         }
     }
 }
