@@ -125,7 +125,9 @@ impl From<Usage> for UsageView {
 
 /// The non-streaming 200 body, serialised.
 pub fn completion_body(id: &str, created: i64, content: &str, finish_reason: &str, usage: Usage, meta: &Meta) -> String {
-    to_json(&CompletionBody {
+    // The envelope around the answer is about 1 KiB: one allocation, not a
+    // doubling series of them.
+    let body = CompletionBody {
         success: true,
         id,
         object: "chat.completion",
@@ -134,13 +136,15 @@ pub fn completion_body(id: &str, created: i64, content: &str, finish_reason: &st
         choices: [Choice { index: 0, message: Message { role: "assistant", content }, finish_reason }],
         usage: usage.into(),
         metadata: meta.view(),
-    })
+    };
+    let mut out = Vec::with_capacity(content.len() + ENVELOPE_BYTES);
+    serde_json::to_writer(&mut out, &body).unwrap_or_else(|e| unreachable!("a response body always serialises: {e}"));
+    // serde_json writes UTF-8 only.
+    String::from_utf8(out).unwrap_or_else(|e| unreachable!("serde_json wrote UTF-8: {e}"))
 }
 
-/// Serialise a body made of strings, numbers and `Value`s: that cannot fail.
-fn to_json(body: &impl Serialize) -> String {
-    serde_json::to_string(body).unwrap_or_else(|e| unreachable!("a response body always serialises: {e}"))
-}
+/// Room reserved for the envelope of [`completion_body`] besides the answer.
+const ENVELOPE_BYTES: usize = 1536;
 
 /// One SSE frame: `data: {"type": kind, "data": data}\n\n`.
 pub fn frame(kind: &str, data: impl Serialize) -> String {
@@ -262,6 +266,31 @@ mod tests {
                 },
             })
         );
+    }
+
+    #[test]
+    fn a_full_envelope_fits_the_room_reserved_for_it() {
+        // Real-sized values: 64-hex policy hash, UUID-based ids, a three-model chain.
+        let attempts = (0..3)
+            .map(|i| Attempt {
+                model: format!("anthropic/claude-model-{i}"),
+                status: "failed",
+                reason: Some("rate_limit"),
+                latency_ms: 1200,
+                message: Some("upstream said 429".into()),
+            })
+            .collect();
+        let mut m = meta(Some(attempts));
+        m.conversation_id = format!("conv-{}", "c".repeat(32));
+        m.policy_hash = Some("f".repeat(64));
+        m.prompt_shield_policy =
+            Some(json!({"enabled": true, "mode": "balanced", "source": "policy", "verdict": "allow", "score": 0.0123}));
+        m.smltp =
+            Some(json!({"bundle_id": format!("rcpt_{}", "0".repeat(32)), "receipt_url": format!("/api/receipts/rcpt_{}", "0".repeat(32))}));
+        let content = "an answer ".repeat(50);
+        let body = completion_body(&format!("req-{}", "a".repeat(32)), 1_700_000_000, &content, "stop", Usage::default(), &m);
+        assert!(body.len() - content.len() < ENVELOPE_BYTES, "envelope of {} bytes", body.len() - content.len());
+        assert_eq!(body.capacity(), content.len() + ENVELOPE_BYTES, "serialised without growing");
     }
 
     #[test]
