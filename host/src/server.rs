@@ -61,6 +61,7 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> any
         webhooks: webhooks.clone(),
         started,
         admission: Default::default(),
+        config_texts: Default::default(),
     });
     plugins.watch(Duration::from_millis(app.config().plugins.reload_debounce_ms))?;
     // Index the knowledge bases in the background; queries before it finishes build their own.

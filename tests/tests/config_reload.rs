@@ -109,3 +109,34 @@ async fn the_in_flight_limit_follows_a_reload() {
     assert!(!held.is_finished(), "the slow request was still running when the raised limit admitted another");
     assert_eq!(held.await.expect("task").expect("send").status(), 200);
 }
+
+#[tokio::test]
+async fn a_policys_config_follows_a_reload() {
+    // The plugins' config texts are made once per config snapshot; a reload
+    // must reach the next request.
+    let s = Server::builder().toml("[plugins.settings.internal.config]\ndeny_terms = [\"falcon\"]\n").start();
+    let base = std::fs::read_to_string(&s.config_path).expect("config");
+    let say = |text: &'static str| {
+        let s = &s;
+        async move {
+            let r = s
+                .client
+                .post(s.url("/chat/completions"))
+                .bearer_auth(&s.admin_key)
+                .json(&json!({"index": "Zero-Knowledge", "model": "echo/default", "prompt": text}))
+                .send()
+                .await
+                .expect("send");
+            r.status().as_u16()
+        }
+    };
+    assert_eq!(say("about falcon").await, 403);
+    assert_eq!(say("about eagle").await, 200);
+    std::fs::write(&s.config_path, base.replace("\"falcon\"", "\"eagle\"")).expect("write config");
+    let started = Instant::now();
+    while say("about eagle").await != 403 {
+        assert!(started.elapsed() < Duration::from_secs(10), "the new deny term never applied");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert_eq!(say("about falcon").await, 200, "the old term is gone");
+}

@@ -16,17 +16,6 @@ fn refuse(error: ChatError) -> Box<Refusal> {
     Box::new(Refusal { error, events: Vec::new(), audit: Vec::new(), verdicts: Vec::new() })
 }
 
-/// The config a plugin gets from `[plugins.settings.<name>.config]`, as a JSON object.
-fn plugin_config(app: &AppState, name: &str) -> serde_json::Value {
-    app.config().plugins.plugin_config(name)
-}
-
-/// The same config as the JSON text the plugin is handed, serialised straight
-/// from the config snapshot (no copy of it, and not through `Display`).
-fn plugin_config_text(app: &AppState, name: &str) -> String {
-    app.config().plugins.plugin_config_ref(name).map_or_else(|| "{}".to_owned(), security::json_text)
-}
-
 pub fn subject(ctx: &AuthContext, p: &Prepared) -> Subject {
     Subject {
         key_id: ctx.key.id.clone(),
@@ -60,11 +49,7 @@ fn run(app: &AppState, ctx: &AuthContext, p: &mut Prepared, guarded: &mut Guarde
         p.adapters.policy(&policy_name).ok_or_else(|| refuse(ChatError::access_denied(format!("policy {policy_name} is not loaded"))))?;
 
     // Policy.
-    let mut config = plugin_config(app, &policy_name);
-    let cfg = app.config();
-    let confidential: Vec<&String> = cfg.providers.iter().filter(|(_, pc)| pc.confidential).map(|(n, _)| n).collect();
-    config["confidential_providers"] = json!(confidential);
-    drop(cfg);
+    let config = app.config();
     let requested = p.params.prompt_shield.clone().unwrap_or_default();
     let input = PolicyInput {
         policy_name: policy_name.clone(),
@@ -75,7 +60,7 @@ fn run(app: &AppState, ctx: &AuthContext, p: &mut Prepared, guarded: &mut Guarde
         index: p.params.index.clone(),
         messages: p.normalized.messages.clone(),
         shield_disable_requested: requested.enabled == Some(false),
-        config_json: security::json_text(&config),
+        config_json: app.config_texts.policy(&config, &policy_name).to_string(),
     };
     let decision = security::apply_policy(engine.as_ref(), &input, &who)?;
     p.meta.policy_hash = Some(engine.hash());
@@ -123,7 +108,7 @@ fn run(app: &AppState, ctx: &AuthContext, p: &mut Prepared, guarded: &mut Guarde
             .adapters
             .detector(PROMPT_SHIELD)
             .ok_or_else(|| refuse(ChatError::access_denied("Prompt Shield is not loaded; the request was refused")))?;
-        let shield_cfg = plugin_config_text(app, PROMPT_SHIELD);
+        let shield_cfg = app.config_texts.plugin(&config, PROMPT_SHIELD);
         let texts = security::user_texts(&p.normalized.messages);
         let mut seed = [0u8; 16];
         rand::rng().fill_bytes(&mut seed);
@@ -144,8 +129,8 @@ fn run(app: &AppState, ctx: &AuthContext, p: &mut Prepared, guarded: &mut Guarde
     // host's own text, so it is planted after (a token that looked like a
     // secret must not get a request refused, and scanning it is wasted work).
     if let Some(detector) = p.adapters.detector(PII_DLP) {
-        let cfg = plugin_config(app, PII_DLP);
-        security::pii_dlp(detector.as_ref(), &decision, cfg, &mut p.normalized.messages, &who, guarded)?;
+        let cfg = app.config_texts.pii_dlp(&config, PII_DLP, decision.pii_action, decision.dlp_action);
+        security::pii_dlp(detector.as_ref(), &decision, &cfg, &mut p.normalized.messages, &who, guarded)?;
     } else if decision.pii_action != security::Action::Allow || decision.dlp_action != security::Action::Allow {
         return Err(refuse(ChatError::access_denied("the PII/DLP detector is not loaded; the request was refused")));
     }

@@ -4,6 +4,7 @@
 pub mod admission;
 pub mod breaker;
 pub mod chain;
+pub mod config_texts;
 pub mod engine;
 pub mod format;
 pub mod guard;

@@ -60,7 +60,7 @@ impl Stage {
     }
 }
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
 pub enum Action {
     Allow,
     Flag,
@@ -420,10 +420,12 @@ fn is_pii(kind: &str) -> bool {
 
 /// PII and DLP on the input messages: block → refusal; redact → the
 /// messages are rewritten and placeholders remembered; flag → events.
+/// `config_json` carries the policy's actions in `pii` and `dlp`
+/// (`config_texts::ConfigTexts::pii_dlp`).
 pub fn pii_dlp(
     detector: &dyn Detector,
     decision: &PolicyDecision,
-    config_json: Value,
+    config_json: &str,
     messages: &mut [Message],
     who: &Subject,
     guarded: &mut Guarded,
@@ -431,14 +433,8 @@ pub fn pii_dlp(
     if decision.pii_action == Action::Allow && decision.dlp_action == Action::Allow {
         return Ok(());
     }
-    let mut cfg = config_json;
-    if !cfg.is_object() {
-        cfg = json!({});
-    }
-    cfg["pii"] = json!(decision.pii_action.as_str());
-    cfg["dlp"] = json!(decision.dlp_action.as_str());
     let texts: Vec<String> = messages.iter().map(|m| m.content.clone()).collect();
-    let verdicts = detector.inspect(Stage::Input, Strictness::Balanced, &json_text(&cfg), &texts).map_err(|e| {
+    let verdicts = detector.inspect(Stage::Input, Strictness::Balanced, config_json, &texts).map_err(|e| {
         tracing::error!(error = %e, "PII/DLP detector failed");
         Refusal {
             error: denied("the data-protection check failed; the request was refused".into()),
