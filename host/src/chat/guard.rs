@@ -51,16 +51,17 @@ fn run(app: &AppState, ctx: &AuthContext, p: &mut Prepared, guarded: &mut Guarde
     // Policy.
     let config = app.config();
     let requested = p.params.prompt_shield.clone().unwrap_or_default();
+    let policy_config = app.config_texts.policy(&config, &policy_name);
     let input = PolicyInput {
-        policy_name: policy_name.clone(),
-        key_id: ctx.key.id.clone(),
-        user_id: p.bill_user.clone(),
-        group_id: ctx.key.group_id.clone(),
+        policy_name: &policy_name,
+        key_id: &ctx.key.id,
+        user_id: &p.bill_user,
+        group_id: ctx.key.group_id.as_deref(),
         models: p.params.chain.iter().map(|e| e.model.to_string()).collect(),
-        index: p.params.index.clone(),
-        messages: p.normalized.messages.clone(),
+        index: &p.params.index,
+        messages: &p.normalized.messages,
         shield_disable_requested: requested.enabled == Some(false),
-        config_json: app.config_texts.policy(&config, &policy_name).to_string(),
+        config_json: &policy_config,
     };
     let decision = security::apply_policy(engine.as_ref(), &input, &who)?;
     p.meta.policy_hash = Some(engine.hash());

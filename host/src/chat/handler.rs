@@ -201,7 +201,13 @@ async fn guard_and_retrieve(app: &AppState, ctx: &AuthContext, p: &mut Prepared)
 }
 
 /// Validate and resolve everything that does not call a model.
-pub fn prepare(app: &AppState, ctx: &AuthContext, params: ChatParams, format: Format, request_hash: String) -> Result<Prepared, ChatError> {
+pub fn prepare(
+    app: &AppState,
+    ctx: &AuthContext,
+    mut params: ChatParams,
+    format: Format,
+    request_hash: String,
+) -> Result<Prepared, ChatError> {
     let cfg = app.config();
 
     let bill_user = match &params.user_id {
@@ -271,12 +277,13 @@ pub fn prepare(app: &AppState, ctx: &AuthContext, params: ChatParams, format: Fo
         sources: Vec::new(),
     };
     let normalized = NormalizedRequest {
-        messages: params.messages.clone(),
+        // Moved, not copied: the pipeline reads (and redacts) the normalized request only.
+        messages: std::mem::take(&mut params.messages),
         temperature: params.temperature,
         max_tokens: params.max_tokens,
         stream: params.stream,
-        stop: params.stop.clone(),
-        extra_json: if params.extra.is_empty() { String::new() } else { Value::Object(params.extra.clone()).to_string() },
+        stop: std::mem::take(&mut params.stop),
+        extra_json: if params.extra.is_empty() { String::new() } else { Value::Object(std::mem::take(&mut params.extra)).to_string() },
     };
     Ok(Prepared {
         params,

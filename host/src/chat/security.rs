@@ -122,18 +122,19 @@ pub trait Detector: Send + Sync {
 /// Verdicts, and the canary made after them (or why not).
 pub type InspectAndCanary = Result<(Vec<Verdict>, Result<Option<CanaryText>, String>), String>;
 
-/// What a policy sees.
+/// What a policy sees, borrowed from the request: the adapter copies it once,
+/// into the plugin call's own arguments.
 #[derive(Debug, Clone)]
-pub struct PolicyInput {
-    pub policy_name: String,
-    pub key_id: String,
-    pub user_id: String,
-    pub group_id: Option<String>,
+pub struct PolicyInput<'a> {
+    pub policy_name: &'a str,
+    pub key_id: &'a str,
+    pub user_id: &'a str,
+    pub group_id: Option<&'a str>,
     pub models: Vec<String>,
-    pub index: String,
-    pub messages: Vec<Message>,
+    pub index: &'a str,
+    pub messages: &'a [Message],
     pub shield_disable_requested: bool,
-    pub config_json: String,
+    pub config_json: &'a str,
 }
 
 /// A policy's decision and constraints.
@@ -154,7 +155,7 @@ pub struct PolicyDecision {
 
 /// A policy component.
 pub trait PolicyEngine: Send + Sync {
-    fn evaluate(&self, input: &PolicyInput) -> Result<PolicyDecision, String>;
+    fn evaluate(&self, input: &PolicyInput<'_>) -> Result<PolicyDecision, String>;
     /// Hex SHA-256 of the component and its config (`smltp_policy_hash`).
     fn hash(&self) -> String;
 }
@@ -263,7 +264,7 @@ impl Subject {
 }
 
 /// Evaluate the policy; a deny is a refusal.
-pub fn apply_policy(engine: &dyn PolicyEngine, input: &PolicyInput, who: &Subject) -> Result<PolicyDecision, Box<Refusal>> {
+pub fn apply_policy(engine: &dyn PolicyEngine, input: &PolicyInput<'_>, who: &Subject) -> Result<PolicyDecision, Box<Refusal>> {
     let decision = engine.evaluate(input).map_err(|e| {
         tracing::error!(policy = %input.policy_name, error = %e, "policy plugin failed");
         Refusal {

@@ -151,14 +151,14 @@ fn data_action(a: pc::DataAction) -> Action {
 }
 
 impl PolicyEngine for PolicyPlugin {
-    fn evaluate(&self, input: &PolicyInput) -> Result<PolicyDecision, String> {
+    fn evaluate(&self, input: &PolicyInput<'_>) -> Result<PolicyDecision, String> {
         let ctx = pc::PolicyContext {
-            policy_name: input.policy_name.clone(),
-            key_id: input.key_id.clone(),
-            user_id: input.user_id.clone(),
-            group_id: input.group_id.clone(),
+            policy_name: input.policy_name.to_owned(),
+            key_id: input.key_id.to_owned(),
+            user_id: input.user_id.to_owned(),
+            group_id: input.group_id.map(str::to_owned),
             models: input.models.clone(),
-            index: input.index.clone(),
+            index: input.index.to_owned(),
             messages: input
                 .messages
                 .iter()
@@ -173,7 +173,7 @@ impl PolicyEngine for PolicyPlugin {
                 })
                 .collect(),
             shield_disable_requested: input.shield_disable_requested,
-            config_json: input.config_json.clone(),
+            config_json: input.config_json.to_owned(),
         };
         let d = self.plugin.evaluate(&ctx).map_err(|e| e.to_string())?;
         Ok(PolicyDecision {
