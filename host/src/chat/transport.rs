@@ -25,6 +25,8 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::client::proxy::matcher::Matcher;
 use hyper_util::rt::{TokioExecutor, TokioTimer};
+use rustls::pki_types::CertificateDer;
+use rustls::pki_types::pem::PemObject;
 
 use super::types::{AttemptError, HttpRequestDesc, Trigger};
 use crate::config::UpstreamConfig;
@@ -79,17 +81,18 @@ impl UrlCache {
         UrlCache { proxies, parsed: Mutex::default() }
     }
 
-    fn target(&self, text: &str) -> Result<Target, String> {
+    fn target(&self, text: &str) -> Result<Target, AttemptError> {
         if let Some(t) = self.parsed.lock().unwrap_or_else(|p| p.into_inner()).get(text) {
             return Ok(t.clone());
         }
+        let invalid = |e: &dyn std::fmt::Display| AttemptError::new(Trigger::ServerError, format!("adapter produced an invalid URL: {e}"));
         // WHATWG parsing first (what reqwest did): it normalises the host
         // (IDNA, case) and refuses what a browser would.
-        let url = reqwest::Url::parse(text).map_err(|e| e.to_string())?;
+        let url = reqwest::Url::parse(text).map_err(|e| invalid(&e))?;
         if !matches!(url.scheme(), "http" | "https") {
-            return Err("not an http or https URL".into());
+            return Err(AttemptError::new(Trigger::ServerError, "adapter produced a non-HTTP URL"));
         }
-        let uri: http::Uri = url.as_str().parse().map_err(|e: http::uri::InvalidUri| e.to_string())?;
+        let uri: http::Uri = url.as_str().parse().map_err(|e: http::uri::InvalidUri| invalid(&e))?;
         let proxied = self.proxies.intercept(&uri).is_some();
         let target = Target { url, uri, proxied };
         let mut parsed = self.parsed.lock().unwrap_or_else(|p| p.into_inner());
@@ -100,10 +103,24 @@ impl UrlCache {
     }
 }
 
-/// System CA roots plus the PEM certificates of `upstream.ca_file`.
-fn root_store(cfg: &UpstreamConfig) -> anyhow::Result<rustls::RootCertStore> {
-    use rustls::pki_types::CertificateDer;
-    use rustls::pki_types::pem::PemObject;
+/// The PEM certificates of `upstream.ca_file` (none without one). Read once,
+/// for both clients, so they trust exactly the same roots.
+fn extra_roots(cfg: &UpstreamConfig) -> anyhow::Result<Vec<CertificateDer<'static>>> {
+    let Some(path) = &cfg.ca_file else {
+        return Ok(Vec::new());
+    };
+    let pem = std::fs::read(path).map_err(|e| anyhow::anyhow!("upstream.ca_file {}: {e}", path.display()))?;
+    let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
+        .collect::<Result<_, _>>()
+        .map_err(|e| anyhow::anyhow!("upstream.ca_file {}: not PEM certificates: {e}", path.display()))?;
+    if certs.is_empty() {
+        anyhow::bail!("upstream.ca_file {}: no PEM certificate in it", path.display());
+    }
+    Ok(certs)
+}
+
+/// The system's CA roots plus `extra`.
+fn root_store(extra: &[CertificateDer<'static>]) -> anyhow::Result<rustls::RootCertStore> {
     let mut roots = rustls::RootCertStore::empty();
     let native = rustls_native_certs::load_native_certs();
     for e in &native.errors {
@@ -113,17 +130,8 @@ fn root_store(cfg: &UpstreamConfig) -> anyhow::Result<rustls::RootCertStore> {
     if ignored > 0 {
         tracing::debug!(added, ignored, "system CA certificates rustls cannot use were skipped");
     }
-    if let Some(path) = &cfg.ca_file {
-        let pem = std::fs::read(path).map_err(|e| anyhow::anyhow!("upstream.ca_file {}: {e}", path.display()))?;
-        let certs: Vec<CertificateDer<'static>> = CertificateDer::pem_slice_iter(&pem)
-            .collect::<Result<_, _>>()
-            .map_err(|e| anyhow::anyhow!("upstream.ca_file {}: not PEM certificates: {e}", path.display()))?;
-        if certs.is_empty() {
-            anyhow::bail!("upstream.ca_file {}: no PEM certificate in it", path.display());
-        }
-        for cert in certs {
-            roots.add(cert).map_err(|e| anyhow::anyhow!("upstream.ca_file {}: {e}", path.display()))?;
-        }
+    for cert in extra {
+        roots.add(cert.clone()).map_err(|e| anyhow::anyhow!("upstream.ca_file: {e}"))?;
     }
     Ok(roots)
 }
@@ -144,20 +152,17 @@ impl Transport {
             .tcp_nodelay(true)
             .redirect(reqwest::redirect::Policy::none())
             .user_agent(USER_AGENT);
-        if let Some(path) = &cfg.ca_file {
-            let pem = std::fs::read(path).map_err(|e| anyhow::anyhow!("upstream.ca_file {}: {e}", path.display()))?;
-            for cert in reqwest::Certificate::from_pem_bundle(&pem)
-                .map_err(|e| anyhow::anyhow!("upstream.ca_file {}: not PEM certificates: {e}", path.display()))?
-            {
-                builder = builder.add_root_certificate(cert);
-            }
+        let extra = extra_roots(cfg)?;
+        for cert in &extra {
+            builder =
+                builder.add_root_certificate(reqwest::Certificate::from_der(cert).map_err(|e| anyhow::anyhow!("upstream.ca_file: {e}"))?);
         }
         let proxied = builder.build()?;
 
         let tls = rustls::ClientConfig::builder_with_provider(Arc::new(rustls::crypto::ring::default_provider()))
             .with_safe_default_protocol_versions()
             .map_err(|e| anyhow::anyhow!("TLS set-up: {e}"))?
-            .with_root_certificates(root_store(cfg)?)
+            .with_root_certificates(root_store(&extra)?)
             .with_no_client_auth();
         let mut http = HttpConnector::new();
         http.enforce_http(false);
@@ -183,14 +188,7 @@ impl Transport {
         }
         let method = http::Method::from_bytes(req.method.as_bytes())
             .map_err(|_| AttemptError::new(Trigger::ServerError, format!("adapter produced an invalid method {}", req.method)))?;
-        let target = self.urls.target(&req.url).map_err(|e| {
-            let what = if e.starts_with("not an http") {
-                "adapter produced a non-HTTP URL".to_owned()
-            } else {
-                format!("adapter produced an invalid URL: {e}")
-            };
-            AttemptError::new(Trigger::ServerError, what)
-        })?;
+        let target = self.urls.target(&req.url)?;
         if target.proxied { self.send_proxied(method, target.url, req).await } else { self.send_direct(method, target.uri, req).await }
     }
 
