@@ -29,8 +29,7 @@ CARGO_TARGET_DIR="$root/target/profiling" CARGO_PROFILE_RELEASE_STRIP=none CARGO
   cargo build --release -p gatehouse >&2
 bin="$root/target/profiling/release/gatehouse"
 
-work="$(mktemp -d -t gatehouse-profile-XXXX)"
-[ -n "$out" ] && mkdir -p "$out" && work="$(cd "$out" && pwd)"
+if [ -n "$out" ]; then mkdir -p "$out" && work="$(cd "$out" && pwd)"; else work="$(mktemp -d -t gatehouse-profile-XXXX)"; fi
 source "$root/tests/bench/common.sh"
 start_mock "$root/target/release/examples/compare"
 port="$(free_port)"
