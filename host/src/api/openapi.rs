@@ -162,8 +162,8 @@ pub fn publish(doc: &OpenApi) {
     responses((status = 200, description = "This document (OpenAPI 3.1)", body = serde_json::Value))
 )]
 pub async fn document(Authed(_): Authed) -> Response {
-    let doc = DOCUMENT.get().map_or("{}", String::as_str);
-    ([(header::CONTENT_TYPE, "application/json")], doc.to_owned()).into_response()
+    let doc: &'static str = DOCUMENT.get().map_or("{}", String::as_str);
+    ([(header::CONTENT_TYPE, "application/json")], doc).into_response()
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
-use super::security::{Action, json_text};
+use super::security::{Action, PII_DLP, json_text};
 use crate::config::Config;
 
 /// Config texts by plugin, for the current config snapshot.
@@ -57,14 +57,14 @@ impl ConfigTexts {
         })
     }
 
-    /// PII/DLP's config with the policy's actions in `pii` and `dlp` (they
+    /// PII/DLP's (`pii-dlp`) config with the policy's actions in `pii` and `dlp` (they
     /// override the same keys of the config).
-    pub fn pii_dlp(&self, config: &Arc<Config>, name: &'static str, pii: Action, dlp: Action) -> Arc<str> {
+    pub fn pii_dlp(&self, config: &Arc<Config>, pii: Action, dlp: Action) -> Arc<str> {
         self.with(config, |b| {
             b.pii_dlp
                 .entry((pii, dlp))
                 .or_insert_with(|| {
-                    let mut value = config.plugins.plugin_config_ref(name).cloned().unwrap_or_else(|| Value::Object(Default::default()));
+                    let mut value = config.plugins.plugin_config_ref(PII_DLP).cloned().unwrap_or_else(|| Value::Object(Default::default()));
                     value["pii"] = json!(pii.as_str());
                     value["dlp"] = json!(dlp.as_str());
                     json_text(&value).into()
@@ -109,17 +109,17 @@ mod tests {
         assert_eq!(&*texts.policy(&a, "public"), r#"{"confidential_providers":["a","b"]}"#);
 
         assert_eq!(&*texts.plugin(&a, "prompt-shield"), "{}");
-        let pii = texts.pii_dlp(&a, "pii-dlp", Action::Redact, Action::Block);
+        let pii = texts.pii_dlp(&a, Action::Redact, Action::Block);
         let v: Value = serde_json::from_str(&pii).expect("json");
         assert_eq!(v, json!({"pii": "redact", "dlp": "block", "min_score": 0.5}), "the policy's actions win");
-        let flag = texts.pii_dlp(&a, "pii-dlp", Action::Flag, Action::Block);
+        let flag = texts.pii_dlp(&a, Action::Flag, Action::Block);
         assert!(flag.contains(r#""pii":"flag""#), "{flag}");
 
         // A reload: a new snapshot, new texts (the default providers: `echo`, confidential).
         let b = config("[plugins.settings.internal.config]\ndeny_terms = [\"eagle\"]\n");
         let v: Value = serde_json::from_str(&texts.policy(&b, "internal")).expect("json");
         assert_eq!(v, json!({"deny_terms": ["eagle"], "confidential_providers": ["echo"]}));
-        let v: Value = serde_json::from_str(&texts.pii_dlp(&b, "pii-dlp", Action::Redact, Action::Block)).expect("json");
+        let v: Value = serde_json::from_str(&texts.pii_dlp(&b, Action::Redact, Action::Block)).expect("json");
         assert_eq!(v, json!({"pii": "redact", "dlp": "block"}));
     }
 }

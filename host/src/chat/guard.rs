@@ -130,7 +130,7 @@ fn run(app: &AppState, ctx: &AuthContext, p: &mut Prepared, guarded: &mut Guarde
     // host's own text, so it is planted after (a token that looked like a
     // secret must not get a request refused, and scanning it is wasted work).
     if let Some(detector) = p.adapters.detector(PII_DLP) {
-        let cfg = app.config_texts.pii_dlp(&config, PII_DLP, decision.pii_action, decision.dlp_action);
+        let cfg = app.config_texts.pii_dlp(&config, decision.pii_action, decision.dlp_action);
         security::pii_dlp(detector.as_ref(), &decision, &cfg, &mut p.normalized.messages, &who, guarded)?;
     } else if decision.pii_action != security::Action::Allow || decision.dlp_action != security::Action::Allow {
         return Err(refuse(ChatError::access_denied("the PII/DLP detector is not loaded; the request was refused")));

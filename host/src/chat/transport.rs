@@ -56,9 +56,12 @@ pub struct Transport {
 }
 
 /// Where a URL goes: its parsed forms and whether a proxy applies to it.
+/// Cloned out of the cache per request without an allocation (the `Uri`'s
+/// parts are shared bytes; the `Url`, only read on the proxied path, is behind
+/// an `Arc`).
 #[derive(Clone)]
 struct Target {
-    url: reqwest::Url,
+    url: Arc<reqwest::Url>,
     uri: http::Uri,
     proxied: bool,
 }
@@ -94,7 +97,7 @@ impl UrlCache {
         }
         let uri: http::Uri = url.as_str().parse().map_err(|e: http::uri::InvalidUri| invalid(&e))?;
         let proxied = self.proxies.intercept(&uri).is_some();
-        let target = Target { url, uri, proxied };
+        let target = Target { url: Arc::new(url), uri, proxied };
         let mut parsed = self.parsed.lock().unwrap_or_else(|p| p.into_inner());
         if parsed.len() < Self::CAP {
             parsed.insert(text.to_owned(), target.clone());
@@ -189,7 +192,11 @@ impl Transport {
         let method = http::Method::from_bytes(req.method.as_bytes())
             .map_err(|_| AttemptError::new(Trigger::ServerError, format!("adapter produced an invalid method {}", req.method)))?;
         let target = self.urls.target(&req.url)?;
-        if target.proxied { self.send_proxied(method, target.url, req).await } else { self.send_direct(method, target.uri, req).await }
+        if target.proxied {
+            self.send_proxied(method, (*target.url).clone(), req).await
+        } else {
+            self.send_direct(method, target.uri, req).await
+        }
     }
 
     async fn send_direct(&self, method: http::Method, uri: http::Uri, req: HttpRequestDesc) -> Result<UpstreamResponse, AttemptError> {
