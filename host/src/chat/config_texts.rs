@@ -75,10 +75,13 @@ impl ConfigTexts {
 
     fn with(&self, config: &Arc<Config>, f: impl FnOnce(&mut Built) -> Arc<str>) -> Arc<str> {
         let mut built = self.built.lock().unwrap_or_else(|p| p.into_inner());
-        if !built.as_ref().is_some_and(|b| Arc::ptr_eq(&b.config, config)) {
-            *built = Some(Built { config: config.clone(), policies: HashMap::new(), plugins: HashMap::new(), pii_dlp: HashMap::new() });
-        }
-        f(built.as_mut().unwrap_or_else(|| unreachable!("set just above")))
+        let current = match &mut *built {
+            Some(b) if Arc::ptr_eq(&b.config, config) => b,
+            stale => {
+                stale.insert(Built { config: config.clone(), policies: HashMap::new(), plugins: HashMap::new(), pii_dlp: HashMap::new() })
+            }
+        };
+        f(current)
     }
 }
 
