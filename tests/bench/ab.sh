@@ -8,21 +8,27 @@
 # ratios B/A. A fresh binary compiles its plugins on its first start (and compresses them into the
 # compile cache in the background), so one unmeasured start of each comes first.
 #
-#   bash tests/bench/ab.sh [--runs 6] [--secs 8] A_BINARY B_BINARY
+#   bash tests/bench/ab.sh [--runs 6] [--secs 8] [--rate R] A_BINARY B_BINARY
+#
+# With --rate R the measured phase is `oha -q R --latency-correction` instead (latency from the
+# scheduled send time): each run also prints the answer time's p50 and p99, and the summary gives each
+# binary's medians and the per-pair ratio of the p50s — how a change moves the latency at a fixed rate
+# (the issue's added-latency targets are measured at 1,000 req/s), where each commit is small.
 #
 # Build both first (e.g. copy target/release/gatehouse aside, change, rebuild). Method and results:
-# docs/benchmarks.md (eleventh pass).
+# docs/benchmarks.md (eleventh and fifteenth passes).
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-runs=6 secs=8
+runs=6 secs=8 rate=""
 while [ $# -gt 2 ]; do
   case "$1" in
     --runs) runs="$2"; shift 2 ;;
     --secs) secs="$2"; shift 2 ;;
+    --rate) rate="$2"; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
-[ $# -eq 2 ] || { echo "usage: $0 [--runs N] [--secs S] A_BINARY B_BINARY" >&2; exit 2; }
+[ $# -eq 2 ] || { echo "usage: $0 [--runs N] [--secs S] [--rate R] A_BINARY B_BINARY" >&2; exit 2; }
 a="$(realpath "$1")" b="$(realpath "$2")"
 oha="$(command -v oha || echo "$root/target/bench-tools/bin/oha")"
 [ -x "$oha" ] || cargo install oha --locked --version 1.16.0 --root "$root/target/bench-tools" >&2
@@ -34,9 +40,10 @@ start_mock "$compare"
 key="sk-bench-admin-0123456789abcdefghijklmnopqrstuvwxyz"   # targets.rs GATEHOUSE_KEY
 body='{"model":"openai/gpt-mock","index":"Zero-Knowledge","messages":[{"role":"user","content":"Summarise in one sentence why a gateway should add little latency."}]}'
 
-# one BIN SECS -> "rps cpu_us_per_request" (SECS 0: start, warm up, stop)
+# one BIN SECS -> "rps cpu_us_per_request p50_ms p99_ms" (SECS 0: start, warm up, stop; the
+# percentiles are oha's, "-" without --rate)
 one() {
-  local work port gh cpu0 cpu1 reqs rps
+  local work port gh cpu0 cpu1 reqs rps p50 p99
   work="$(mktemp -d -t gatehouse-ab-XXXX)"
   port="$(free_port)"
   "$compare" gatehouse-config "$port" "$mock_port" "$work/data" true > "$work/gatehouse.toml"
@@ -44,17 +51,28 @@ one() {
   gh=$!
   for _ in $(seq 1 600); do curl -fs "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.1; done
   load() {
-    taskset -c 0 "$oha" --no-tui -z "$1" -c 64 -m POST -H "authorization: Bearer $key" -H 'content-type: application/json' \
+    taskset -c 0 "$oha" --no-tui -z "$1" -c 64 "${@:2}" -m POST -H "authorization: Bearer $key" -H 'content-type: application/json' \
       -d "$body" "http://127.0.0.1:$port/chat/completions"
   }
   load 3s >/dev/null
   if [ "$2" != 0 ]; then
     cpu0="$(awk '{print $14+$15}' /proc/$gh/stat)"
-    load "${2}s" > "$work/oha.txt"
+    if [ -n "$rate" ]; then
+      load "${2}s" -q "$rate" --latency-correction --output-format json > "$work/oha.json"
+      read -r rps reqs p50 p99 < <(python3 -c '
+import json, sys
+r = json.load(open(sys.argv[1]))
+ok = r["statusCodeDistribution"].get("200", 0)
+p = r["latencyPercentiles"]
+print(int(r["summary"]["requestsPerSec"]), ok, "%.3f" % (p["p50"] * 1000), "%.3f" % (p["p99"] * 1000))' "$work/oha.json")
+    else
+      load "${2}s" > "$work/oha.txt"
+      reqs="$(grep -oE '\[200\] [0-9]+' "$work/oha.txt" | awk '{print $2}')"
+      rps="$(grep -oE 'Requests/sec:[[:space:]]+[0-9.]+' "$work/oha.txt" | awk '{printf "%d", $2}')"
+      p50=- p99=-
+    fi
     cpu1="$(awk '{print $14+$15}' /proc/$gh/stat)"
-    reqs="$(grep -oE '\[200\] [0-9]+' "$work/oha.txt" | awk '{print $2}')"
-    rps="$(grep -oE 'Requests/sec:[[:space:]]+[0-9.]+' "$work/oha.txt" | awk '{printf "%d", $2}')"
-    echo "$rps $(( (cpu1 - cpu0) * 10000 / (${reqs:-0} > 0 ? reqs : 1) ))"
+    echo "$rps $(( (cpu1 - cpu0) * 10000 / (${reqs:-0} > 0 ? reqs : 1) )) $p50 $p99"
   fi
   kill "$gh" 2>/dev/null || true
   wait "$gh" 2>/dev/null || true
@@ -63,17 +81,21 @@ one() {
 
 one "$a" 0
 one "$b" 0
-declare -a ca cb
+declare -a ca cb la lb
 for i in $(seq 1 "$runs"); do
   if [ $((i % 2)) -eq 1 ]; then order="a b"; else order="b a"; fi
   for which in $order; do
     bin="$a"; [ "$which" = b ] && bin="$b"
-    read -r rps cpu < <(one "$bin" "$secs")
-    printf 'run %d  %s  %6s rps  %4s µs/request\n' "$i" "$which" "$rps" "$cpu"
-    if [ "$which" = a ]; then ca+=("$cpu"); else cb+=("$cpu"); fi
+    read -r rps cpu p50 p99 < <(one "$bin" "$secs")
+    if [ -n "$rate" ]; then
+      printf 'run %d  %s  %6s rps  %4s µs/request  p50 %s ms  p99 %s ms\n' "$i" "$which" "$rps" "$cpu" "$p50" "$p99"
+    else
+      printf 'run %d  %s  %6s rps  %4s µs/request\n' "$i" "$which" "$rps" "$cpu"
+    fi
+    if [ "$which" = a ]; then ca+=("$cpu"); la+=("$p50/$p99"); else cb+=("$cpu"); lb+=("$p50/$p99"); fi
   done
 done
-python3 - "${ca[*]}" "${cb[*]}" <<'EOF'
+python3 - "${ca[*]}" "${cb[*]}" "${la[*]}" "${lb[*]}" <<'EOF'
 import statistics, sys
 a = [int(x) for x in sys.argv[1].split()]
 b = [int(x) for x in sys.argv[2].split()]
@@ -81,4 +103,11 @@ ratios = [y / x for x, y in zip(a, b) if x > 0]
 print(f"A median {statistics.median(a)} µs/request ({min(a)}-{max(a)})")
 print(f"B median {statistics.median(b)} µs/request ({min(b)}-{max(b)})")
 print(f"B/A per pair: median {statistics.median(ratios):.2f} ({min(ratios):.2f}-{max(ratios):.2f}); B cheaper in {sum(r < 1 for r in ratios)} of {len(ratios)} pairs")
+if "-" not in sys.argv[3]:
+    la = [tuple(map(float, x.split("/"))) for x in sys.argv[3].split()]
+    lb = [tuple(map(float, x.split("/"))) for x in sys.argv[4].split()]
+    for name, l in (("A", la), ("B", lb)):
+        print(f"{name} latency: p50 median {statistics.median(x[0] for x in l):.3f} ms, p99 median {statistics.median(x[1] for x in l):.3f} ms")
+    r50 = [y[0] / x[0] for x, y in zip(la, lb)]
+    print(f"B/A p50 per pair: median {statistics.median(r50):.2f} ({min(r50):.2f}-{max(r50):.2f}); B faster in {sum(r < 1 for r in r50)} of {len(r50)} pairs")
 EOF
