@@ -5,16 +5,20 @@
 # and self, per thread), then every sample in one exclusive bucket (tests/bench/perf_buckets.py).
 # Method and findings: docs/benchmarks.md ("Profile of one request path").
 #
-#   bash tests/bench/profile.sh [--secs 10] [--durable true|false] [--stream] [--out DIR]
+#   bash tests/bench/profile.sh [--secs 10] [--durable true|false] [--stream] [--rate R] [--out DIR]
+#
+# --rate R: the recorded phase is `oha -q R` (a fixed rate, as the latency targets are measured) instead
+# of as many requests as 64 connections can send; what a request costs where each commit is small.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-secs=10 durable=true stream=false out=""
+secs=10 durable=true stream=false out="" rate=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --secs) secs="$2"; shift 2 ;;
     --durable) durable="$2"; shift 2 ;;
     --stream) stream=true; shift ;;
     --out) out="$2"; shift 2 ;;
+    --rate) rate="$2"; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -42,14 +46,14 @@ for _ in $(seq 1 600); do curl -fs "http://127.0.0.1:$port/health" >/dev/null &&
 
 body="{\"model\":\"openai/gpt-mock\",\"index\":\"Zero-Knowledge\",\"stream\":$stream,\"messages\":[{\"role\":\"user\",\"content\":\"Summarise in one sentence why a gateway should add little latency.\"}]}"
 load() {
-  taskset -c 0 "$oha" --no-tui -z "$1" -c 64 -m POST -H "authorization: Bearer $key" -H 'content-type: application/json' \
+  taskset -c 0 "$oha" --no-tui -z "$1" -c 64 "${@:2}" -m POST -H "authorization: Bearer $key" -H 'content-type: application/json' \
     -d "$body" "http://127.0.0.1:$port/chat/completions"
 }
 load 3s >/dev/null   # warm-up: plugin pools, connections, redb pages
 cpu0="$(awk '{print $14+$15}' /proc/$gh/stat)"
 perf record -F 999 -g --call-graph dwarf,16384 -o "$work/perf.data" -p "$gh" -- sleep "$secs" 2>"$work/perf.log" &
 rec=$!
-load "${secs}s" | tee "$work/oha.txt" | grep -E "Requests/sec|Success rate|\[200\]"
+load "${secs}s" ${rate:+-q "$rate" --latency-correction} | tee "$work/oha.txt" | grep -E "Requests/sec|Success rate|\[200\]|50.00% in|99.00% in"
 wait "$rec" || true
 cpu1="$(awk '{print $14+$15}' /proc/$gh/stat)"
 reqs="$(grep -oE '\[200\] [0-9]+' "$work/oha.txt" | awk '{print $2}')"

@@ -8,8 +8,14 @@
 //! a pending map, and every batch applies what is pending in its own
 //! transaction. A request's count is therefore committed no later than the
 //! commit that records the request's outcome, at no commit of its own; when
-//! nothing else is being written, a wake-up makes the writer commit them
-//! after [`COUNTS_DELAY`] (a real write arriving meanwhile carries them).
+//! nothing else is being written, they are committed on their own
+//! [`COUNTS_DELAY`] after the first of them. That delay is kept by a timer
+//! task on the async runtime, which wakes the writer only if the counts are
+//! still pending then: a request's count does not wake the writer thread
+//! (at 1,000 requests/s that was a second wake-up and two context switches
+//! per request, beside the one for its outcome; docs/benchmarks.md,
+//! fifteenth pass). Without a runtime at start, the first count wakes the
+//! writer, which waits up to [`COUNTS_DELAY`] for a write to carry them.
 //!
 //! A write may carry a receipt ([`GroupCommit::write_with_receipt`]): the
 //! writer signs the receipts of a batch together, one signature over their
@@ -28,7 +34,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use redb::{Database, Durability, ReadableTable, WriteTransaction};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{Notify, mpsc, oneshot};
 
 use super::tables::{QUOTA, RECEIPTS};
 use crate::receipts::{Receipt, ReceiptSealer};
@@ -63,6 +69,9 @@ pub struct GroupCommit {
     tx: mpsc::Sender<Job>,
     counts: Counts,
     commits: Arc<AtomicU64>,
+    /// Starts the count timer ([`count_timer`]) when counts become pending;
+    /// `None` without a runtime at start (the writer is woken at once instead).
+    count_timer: Option<Arc<Notify>>,
 }
 
 impl GroupCommit {
@@ -72,9 +81,15 @@ impl GroupCommit {
         let (tx, rx) = mpsc::channel::<Job>(QUEUE);
         let counts = Counts::default();
         let commits = Arc::new(AtomicU64::new(0));
-        let writer = Writer { db, durability, counts: counts.clone(), commits: commits.clone(), sealer };
+        let count_timer = tokio::runtime::Handle::try_current().ok().map(|rt| {
+            let notify = Arc::new(Notify::new());
+            rt.spawn(count_timer(notify.clone(), counts.clone(), tx.downgrade()));
+            notify
+        });
+        let writer =
+            Writer { db, durability, counts: counts.clone(), commits: commits.clone(), sealer, waits_for_counts: count_timer.is_none() };
         std::thread::Builder::new().name("gatehouse-store-writer".into()).spawn(move || writer_loop(writer, rx))?;
-        Ok(GroupCommit { tx, counts, commits })
+        Ok(GroupCommit { tx, counts, commits, count_timer })
     }
 
     /// Transactions committed so far.
@@ -97,10 +112,13 @@ impl GroupCommit {
             }
         }
         drop(counts);
-        // The first pending count wakes the writer; later ones ride along. A
-        // full queue means the writer has batches to run, which apply them.
+        // The first pending count starts the timer (or wakes the writer);
+        // later ones ride along.
         if wake {
-            let _ = self.tx.try_send(Job { op: None, receipt: None, reply: None });
+            match &self.count_timer {
+                Some(timer) => timer.notify_one(),
+                None => wake_writer(&self.tx),
+            }
         }
     }
 
@@ -136,6 +154,27 @@ impl GroupCommit {
     }
 }
 
+/// A wake-up: the writer commits the pending counts. A full queue means the
+/// writer has batches to run, which apply them.
+fn wake_writer(tx: &mpsc::Sender<Job>) {
+    let _ = tx.try_send(Job { op: None, receipt: None, reply: None });
+}
+
+/// Wakes the writer [`COUNTS_DELAY`] after counts became pending, if no
+/// commit has carried them meanwhile. A count that arrives while it sleeps
+/// is pending since after the sleep began, so it waits no longer than the
+/// delay either. Ends when the writer's channel is gone.
+async fn count_timer(started: Arc<Notify>, counts: Counts, tx: mpsc::WeakSender<Job>) {
+    loop {
+        started.notified().await;
+        tokio::time::sleep(COUNTS_DELAY).await;
+        let Some(tx) = tx.upgrade() else { return };
+        if !counts.lock().unwrap_or_else(|p| p.into_inner()).is_empty() {
+            wake_writer(&tx);
+        }
+    }
+}
+
 /// What the writer thread owns.
 struct Writer {
     db: Arc<Database>,
@@ -143,13 +182,19 @@ struct Writer {
     counts: Counts,
     commits: Arc<AtomicU64>,
     sealer: Option<Arc<dyn ReceiptSealer>>,
+    /// Without a count timer a wake-up comes with the first count, so the
+    /// writer waits for a write to carry them; with one it comes when they
+    /// are due, and they are committed at once.
+    waits_for_counts: bool,
 }
 
 fn writer_loop(w: Writer, mut rx: mpsc::Receiver<Job>) {
-    // Only for the timed wait below; this thread is not part of the server's runtime.
-    let timer = match tokio::runtime::Builder::new_current_thread().enable_time().build() {
-        Ok(rt) => Some(rt),
-        Err(e) => {
+    // Only for the timed wait below (without a count timer); this thread is
+    // not part of the server's runtime.
+    let timer = match w.waits_for_counts.then(|| tokio::runtime::Builder::new_current_thread().enable_time().build()) {
+        None => None,
+        Some(Ok(rt)) => Some(rt),
+        Some(Err(e)) => {
             tracing::error!(error = %e, "store writer: no timer; pending counts are committed at once");
             None
         }
@@ -171,7 +216,7 @@ fn writer_loop(w: Writer, mut rx: mpsc::Receiver<Job>) {
         // are about to write before this batch closes.
         std::thread::yield_now();
         drain(&mut rx, &mut batch);
-        if batch.iter().all(|j| j.op.is_none()) {
+        if w.waits_for_counts && batch.iter().all(|j| j.op.is_none()) {
             // Only wake-ups for pending counts: give a real write a moment to carry them.
             if let Some(rt) = &timer {
                 match rt.block_on(async { tokio::time::timeout(COUNTS_DELAY, rx.recv()).await }) {
@@ -453,6 +498,41 @@ mod tests {
         assert!(matches!(r, Err(StoreError::Backend(ref m)) if m.contains("receipt signer")), "{r:?}");
         assert!(!stored(&db, "rcpt_x"));
         gc.write(|_| Ok(())).await.expect("a write without a receipt commits");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn pending_counts_are_committed_when_the_count_timer_is_due() {
+        let (_dir, db) = open();
+        let gc = GroupCommit::start(db.clone(), Durability::Immediate, None).expect("start");
+        gc.add_counts(["k/d:2"]);
+        gc.add_counts(["k/d:2"]);
+        // The timer task takes the start and sleeps on the (paused) runtime clock.
+        for _ in 0..10 {
+            tokio::task::yield_now().await;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+        assert_eq!(gc.commits(), 0, "a count alone wakes no one before it is due");
+        tokio::time::advance(COUNTS_DELAY).await;
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while count(&db, "k/d:2") != 2 {
+            assert!(std::time::Instant::now() < deadline, "the due counts were never committed");
+            tokio::task::yield_now().await;
+            std::thread::sleep(std::time::Duration::from_millis(2));
+        }
+        assert_eq!(gc.commits(), 1, "both counts in one commit");
+    }
+
+    #[test]
+    fn without_a_runtime_the_first_count_wakes_the_writer_and_it_commits_them() {
+        let (_dir, db) = open();
+        let gc = GroupCommit::start(db.clone(), Durability::Immediate, None).expect("start outside a runtime");
+        assert!(gc.count_timer.is_none());
+        gc.add_counts(["k/d:3"]);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while count(&db, "k/d:3") != 1 {
+            assert!(std::time::Instant::now() < deadline, "the pending count was never committed");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
     }
 
     #[tokio::test]
