@@ -69,9 +69,22 @@ pub struct GroupCommit {
     tx: mpsc::Sender<Job>,
     counts: Counts,
     commits: Arc<AtomicU64>,
-    /// Starts the count timer ([`count_timer`]) when counts become pending;
-    /// `None` without a runtime at start (the writer is woken at once instead).
-    count_timer: Option<Arc<Notify>>,
+    /// The count timer; `None` without a runtime at start (the writer is
+    /// woken at once instead).
+    count_timer: Option<Arc<CountTimer>>,
+}
+
+/// Handle of the [`count_timer`] task: starts it when counts become pending,
+/// and stops it with the last [`GroupCommit`] handle.
+struct CountTimer {
+    start: Arc<Notify>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for CountTimer {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
 }
 
 impl GroupCommit {
@@ -82,9 +95,9 @@ impl GroupCommit {
         let counts = Counts::default();
         let commits = Arc::new(AtomicU64::new(0));
         let count_timer = tokio::runtime::Handle::try_current().ok().map(|rt| {
-            let notify = Arc::new(Notify::new());
-            rt.spawn(count_timer(notify.clone(), counts.clone(), tx.downgrade()));
-            notify
+            let start = Arc::new(Notify::new());
+            let task = rt.spawn(count_timer(start.clone(), counts.clone(), tx.downgrade()));
+            Arc::new(CountTimer { start, task })
         });
         let writer =
             Writer { db, durability, counts: counts.clone(), commits: commits.clone(), sealer, waits_for_counts: count_timer.is_none() };
@@ -115,8 +128,10 @@ impl GroupCommit {
         // The first pending count starts the timer (or wakes the writer);
         // later ones ride along.
         if wake {
-            match &self.count_timer {
-                Some(timer) => timer.notify_one(),
+            match self.count_timer.as_deref().filter(|t| !t.task.is_finished()) {
+                Some(timer) => timer.start.notify_one(),
+                // No runtime at start, or it has shut down since: the writer
+                // commits the counts as soon as it is woken.
                 None => wake_writer(&self.tx),
             }
         }
@@ -531,6 +546,21 @@ mod tests {
         let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
         while count(&db, "k/d:3") != 1 {
             assert!(std::time::Instant::now() < deadline, "the pending count was never committed");
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+    }
+
+    #[test]
+    fn counts_are_committed_when_the_runtime_of_the_timer_has_shut_down() {
+        let (_dir, db) = open();
+        let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+        let gc = rt.block_on(async { GroupCommit::start(db.clone(), Durability::Immediate, None) }).expect("start");
+        assert!(gc.count_timer.is_some());
+        drop(rt);
+        gc.add_counts(["k/d:4"]);
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while count(&db, "k/d:4") != 1 {
+            assert!(std::time::Instant::now() < deadline, "the count waited for a timer whose runtime is gone");
             std::thread::sleep(std::time::Duration::from_millis(5));
         }
     }
