@@ -64,7 +64,8 @@ import json, sys
 r = json.load(open(sys.argv[1]))
 ok = r["statusCodeDistribution"].get("200", 0)
 p = r["latencyPercentiles"]
-print(int(r["summary"]["requestsPerSec"]), ok, "%.3f" % (p["p50"] * 1000), "%.3f" % (p["p99"] * 1000))' "$work/oha.json")
+print(int(r["summary"]["requestsPerSec"]), ok, "%.3f" % (p["p50"] * 1000), "%.3f" % (p["p99"] * 1000))' "$work/oha.json") || true
+      # (An unreadable report leaves them empty; the server below is stopped all the same.)
     else
       load "${2}s" > "$work/oha.txt"
       reqs="$(grep -oE '\[200\] [0-9]+' "$work/oha.txt" | awk '{print $2}')"
