@@ -92,6 +92,7 @@ pub struct Metrics {
     pub retrieval_failures: Family<IndexLabel, Counter>,
     pub store_commits: Counter,
     pub store_commit_writes: Histogram,
+    pub store_commit_duration: Histogram,
     pub retention_deleted: Family<TableLabel, Counter>,
 }
 
@@ -119,6 +120,7 @@ impl Metrics {
         let store_commits = Counter::default();
         let retention_deleted = Family::<TableLabel, Counter>::default();
         let store_commit_writes = Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(1.0, 2.0, 10));
+        let store_commit_duration = Histogram::new(latency_buckets());
         registry.register("http_requests", "HTTP requests by route and status", requests.clone());
         registry.register("http_request_duration_seconds", "HTTP request latency by route", request_duration.clone());
         registry.register("upstream_latency_seconds", "Upstream answer time by model (successful attempts)", upstream_latency.clone());
@@ -167,6 +169,11 @@ impl Metrics {
             store_commit_writes.clone(),
         );
         registry.register(
+            "store_commit_duration_seconds",
+            "Time of a group commit's redb commit, from the start of the commit to its return (with durable writes, the writes and their fsync)",
+            store_commit_duration.clone(),
+        );
+        registry.register(
             "retention_deleted",
             "Rows deleted by retention: `idempotency` (records past their TTL), `outbox` (events past webhooks.events_retention_days)",
             retention_deleted.clone(),
@@ -192,6 +199,7 @@ impl Metrics {
             retrieval_failures,
             store_commits,
             store_commit_writes,
+            store_commit_duration,
             retention_deleted,
         }
     }

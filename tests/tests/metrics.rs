@@ -99,6 +99,7 @@ async fn metrics_parse_as_openmetrics_and_count_what_happened() {
         ("gatehouse_upstream_latency_seconds", "histogram"),
         ("gatehouse_webhook_queue_depth", "gauge"),
         ("gatehouse_plugin_provider_sessions", "gauge"),
+        ("gatehouse_store_commit_duration_seconds", "histogram"),
     ] {
         assert_eq!(after.families.get(family).map(String::as_str), Some(kind), "family {family}");
     }
@@ -134,6 +135,9 @@ async fn metrics_parse_as_openmetrics_and_count_what_happened() {
     assert_eq!(delta("gatehouse_http_request_duration_seconds_count", &[chat_route]), 5.0);
     assert_eq!(delta("gatehouse_http_request_duration_seconds_bucket", &[chat_route, ("le", "+Inf")]), 5.0);
     assert!(delta("gatehouse_http_request_duration_seconds_sum", &[chat_route]) > 0.0);
+    // Each answered request's outcome was committed (several may share a commit).
+    assert!(delta("gatehouse_store_commit_duration_seconds_count", &[]) >= 1.0, "commits are timed");
+    assert!(delta("gatehouse_store_commit_duration_seconds_sum", &[]) > 0.0);
     // Failovers by reason.
     assert_eq!(delta("gatehouse_failovers_total", &[("reason", "server_error")]), 1.0);
     assert_eq!(delta("gatehouse_failovers_total", &[("reason", "rate_limit")]), 1.0);

@@ -311,10 +311,12 @@ fn run_batch(w: &Writer, batch: &mut Vec<Job>) {
             }
             continue;
         }
+        let committing = std::time::Instant::now();
         match txn.commit() {
             Ok(()) => {
                 w.commits.fetch_add(1, Ordering::Relaxed);
                 let m = crate::metrics::get();
+                m.store_commit_duration.observe(committing.elapsed().as_secs_f64());
                 m.store_commits.inc();
                 m.store_commit_writes.observe(pending.len().max(1) as f64);
                 for (job, value) in pending.into_iter().zip(results) {
