@@ -198,8 +198,8 @@ struct Writer {
     commits: Arc<AtomicU64>,
     sealer: Option<Arc<dyn ReceiptSealer>>,
     /// Without a count timer a wake-up comes with the first count, so the
-    /// writer waits for a write to carry them; with one it comes when they
-    /// are due, and they are committed at once.
+    /// writer keeps a timer of its own to wait for a write to carry them;
+    /// with one it comes when they are due, and they are committed at once.
     waits_for_counts: bool,
 }
 
@@ -231,17 +231,18 @@ fn writer_loop(w: Writer, mut rx: mpsc::Receiver<Job>) {
         // are about to write before this batch closes.
         std::thread::yield_now();
         drain(&mut rx, &mut batch);
-        if w.waits_for_counts && batch.iter().all(|j| j.op.is_none()) {
-            // Only wake-ups for pending counts: give a real write a moment to carry them.
-            if let Some(rt) = &timer {
-                match rt.block_on(async { tokio::time::timeout(COUNTS_DELAY, rx.recv()).await }) {
-                    Ok(Some(job)) => {
-                        batch.push(job);
-                        drain(&mut rx, &mut batch);
-                    }
-                    Ok(None) => open = false,
-                    Err(_) => {}
+        // Only wake-ups for pending counts, and no count timer: give a real
+        // write a moment to carry them.
+        if let Some(rt) = &timer
+            && batch.iter().all(|j| j.op.is_none())
+        {
+            match rt.block_on(async { tokio::time::timeout(COUNTS_DELAY, rx.recv()).await }) {
+                Ok(Some(job)) => {
+                    batch.push(job);
+                    drain(&mut rx, &mut batch);
                 }
+                Ok(None) => open = false,
+                Err(_) => {}
             }
         }
         run_batch(&w, &mut batch);
