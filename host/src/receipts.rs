@@ -7,8 +7,9 @@
 //! Receipts are signed by the store's writer when they are committed, one
 //! signature per group commit: the receipts of one commit are the leaves of a
 //! Merkle tree (SHA-256, RFC 6962's `0x00` leaf and `0x01` node prefixes), the
-//! signature covers `gatehouse-receipts-v1:<hex root>`, and each receipt
-//! carries its path to the root under `batch`. A receipt committed alone has
+//! signature covers `gatehouse-receipts-v1:<hex root>`, and each receipt is
+//! served with its path to the root under `batch` (the store keeps the batch
+//! once, [`SignedBatch`], and derives the path when serving). A receipt committed alone has
 //! no `batch`: its signature covers its canonical JSON (keys sorted, no
 //! spaces) directly, the form receipts had before batching. Either way the
 //! receipt is signed before it is durable, so a stored receipt changed later
@@ -124,6 +125,14 @@ fn merkle(leaves: Vec<Hash>) -> (Hash, Vec<Vec<ProofStep>>) {
         level = level.chunks(2).map(|pair| if let [l, r] = pair { node_hash(l, r) } else { pair[0] }).collect();
     }
     (level.first().copied().unwrap_or_default(), paths)
+}
+
+/// The root of `leaves`, as [`merkle`] computes it, without the paths.
+fn merkle_root(mut level: Vec<Hash>) -> Hash {
+    while level.len() > 1 {
+        level = level.chunks(2).map(|pair| if let [l, r] = pair { node_hash(l, r) } else { pair[0] }).collect();
+    }
+    level.first().copied().unwrap_or_default()
 }
 
 /// Fold a leaf's path up to the root it proves.
@@ -251,36 +260,88 @@ impl Signer25519 {
         SignedReceipt { receipt, signature: b64(&sig.to_bytes()), batch: None }
     }
 
-    /// Sign the receipts of one commit with one signature over their Merkle
-    /// root; one receipt alone is signed as [`Signer25519::sign`] does.
-    pub fn sign_batch(&self, receipts: Vec<Receipt>) -> Vec<SignedReceipt> {
+    /// Sign the receipts of one commit: one signature over their Merkle
+    /// root, or, for one receipt alone, over its canonical JSON
+    /// ([`Signer25519::sign`]). `None` for no receipts.
+    pub fn seal_batch(&self, mut receipts: Vec<Receipt>) -> Option<Sealed> {
         if receipts.len() <= 1 {
-            return receipts.into_iter().map(|r| self.sign(r)).collect();
+            return receipts.pop().map(|r| Sealed::Alone(Box::new(self.sign(r))));
         }
-        let leaves = receipts.iter().map(|r| leaf_hash(&canonical(r))).collect();
-        let (root, paths) = merkle(leaves);
-        let root = hex::encode(root);
+        let leaves: Vec<Hash> = receipts.iter().map(|r| leaf_hash(&canonical(r))).collect();
+        let hex_leaves = leaves.iter().map(hex::encode).collect();
+        let root = hex::encode(merkle_root(leaves));
         let signature = b64(&self.key.sign(format!("{BATCH_DOMAIN}{root}").as_bytes()).to_bytes());
-        receipts
-            .into_iter()
-            .zip(paths)
-            .map(|(receipt, path)| SignedReceipt {
-                receipt,
-                signature: signature.clone(),
-                batch: Some(BatchProof { root: root.clone(), path }),
-            })
-            .collect()
+        Some(Sealed::Batch { batch: SignedBatch { root, signature, leaves: hex_leaves }, receipts })
+    }
+
+    /// [`Signer25519::seal_batch`], each receipt with its path: the form a receipt is served in.
+    pub fn sign_batch(&self, receipts: Vec<Receipt>) -> Vec<SignedReceipt> {
+        match self.seal_batch(receipts) {
+            None => Vec::new(),
+            Some(Sealed::Alone(signed)) => vec![*signed],
+            Some(Sealed::Batch { batch, receipts }) => batch.with_paths(receipts),
+        }
+    }
+}
+
+/// One commit's receipts, signed.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Sealed {
+    /// A receipt committed alone, signed over its canonical JSON.
+    Alone(Box<SignedReceipt>),
+    /// Several, under one signature over their Merkle root. The batch is
+    /// stored once and each receipt with its place in it; a receipt's path
+    /// is derived from the leaves when it is served, so a receipt row does
+    /// not carry the root, the signature and log2(n) sibling hashes (about
+    /// 40 % of a served receipt's bytes, and most of what a commit wrote).
+    Batch { batch: SignedBatch, receipts: Vec<Receipt> },
+}
+
+/// What one signature covers: the Merkle root of a commit's receipts, and the
+/// leaves it was computed from.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
+pub struct SignedBatch {
+    /// Hex SHA-256 Merkle root; the signature covers [`BATCH_DOMAIN`] followed by it.
+    pub root: String,
+    /// Base64 (standard) Ed25519 signature.
+    pub signature: String,
+    /// Hex leaf hashes (`SHA-256(0x00 || canonical JSON)`), in the receipts' order.
+    pub leaves: Vec<String>,
+}
+
+impl SignedBatch {
+    /// Each of `receipts` (the batch's, in order) with its path to the root.
+    pub fn with_paths(&self, receipts: Vec<Receipt>) -> Vec<SignedReceipt> {
+        let paths = self.paths().unwrap_or_default();
+        receipts.into_iter().zip(paths).map(|(receipt, path)| self.served(receipt, path)).collect()
+    }
+
+    /// The receipt at `leaf` with its path to the root; `None` if the batch
+    /// has no such leaf or a malformed one (the served receipt would not verify).
+    pub fn receipt_at(&self, leaf: usize, receipt: Receipt) -> Option<SignedReceipt> {
+        let path = self.paths()?.into_iter().nth(leaf)?;
+        Some(self.served(receipt, path))
+    }
+
+    fn paths(&self) -> Option<Vec<Vec<ProofStep>>> {
+        let leaves = self.leaves.iter().map(|h| hex::decode(h).ok()?.try_into().ok()).collect::<Option<Vec<Hash>>>()?;
+        Some(merkle(leaves).1)
+    }
+
+    fn served(&self, receipt: Receipt, path: Vec<ProofStep>) -> SignedReceipt {
+        SignedReceipt { receipt, signature: self.signature.clone(), batch: Some(BatchProof { root: self.root.clone(), path }) }
     }
 }
 
 /// Signs the receipts of one commit, inside the store's writer.
 pub trait ReceiptSealer: Send + Sync {
-    fn seal(&self, receipts: Vec<Receipt>) -> Vec<SignedReceipt>;
+    /// `None` for no receipts.
+    fn seal(&self, receipts: Vec<Receipt>) -> Option<Sealed>;
 }
 
 impl ReceiptSealer for Signer25519 {
-    fn seal(&self, receipts: Vec<Receipt>) -> Vec<SignedReceipt> {
-        self.sign_batch(receipts)
+    fn seal(&self, receipts: Vec<Receipt>) -> Option<Sealed> {
+        self.seal_batch(receipts)
     }
 }
 
@@ -410,6 +471,31 @@ mod tests {
                 let sigs: std::collections::HashSet<_> = signed.iter().map(|r| &r.signature).collect();
                 assert_eq!(sigs.len(), 1, "one signature per batch");
             }
+        }
+    }
+
+    #[test]
+    fn a_sealed_batch_serves_each_receipt_with_the_path_signing_computed() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let s = Signer25519::load_or_create(dir.path()).expect("key");
+        assert_eq!(s.seal_batch(Vec::new()), None);
+        assert!(matches!(s.seal_batch(numbered(1)), Some(Sealed::Alone(_))));
+        for n in [2, 3, 13] {
+            let Some(Sealed::Batch { batch, receipts }) = s.seal_batch(numbered(n)) else { panic!("a batch of {n}") };
+            assert_eq!(batch.leaves.len(), n);
+            let served = batch.with_paths(receipts.clone());
+            for (i, r) in receipts.into_iter().enumerate() {
+                let one = batch.receipt_at(i, r).expect("leaf");
+                assert_eq!(one, served[i]);
+                assert!(verify(&s.public_key(), &one), "n={n} i={i}");
+            }
+            assert!(batch.receipt_at(n, crate::receipts::sample("x")).is_none(), "past the last leaf");
+            // A receipt served at another leaf's place does not verify.
+            let wrong = batch.receipt_at(0, served[1].receipt.clone()).expect("leaf");
+            assert!(!verify(&s.public_key(), &wrong));
+            let mut broken = batch.clone();
+            broken.leaves[0] = "zz".into();
+            assert!(broken.receipt_at(1, served[1].receipt.clone()).is_none(), "malformed leaf");
         }
     }
 

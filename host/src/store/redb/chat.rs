@@ -3,12 +3,14 @@
 
 use chrono::Utc;
 use redb::{ReadableDatabase, ReadableTable, WriteTransaction};
+use serde::{Deserialize, Serialize};
 
-use super::tables::{IDEMPOTENCY, OUTBOX, QUOTA, RECEIPTS, USAGE};
+use super::tables::{IDEMPOTENCY, OUTBOX, QUOTA, RECEIPT_BATCHES, RECEIPTS, USAGE};
 use super::{audit, backend, decode, encode};
+use crate::receipts::{BatchProof, Receipt, Sealed, SignedBatch, SignedReceipt};
 use crate::store::model::AuditEntry;
 use crate::store::records::{Claim, IdempotencyRecord, IdempotencyState, OutboxEvent, RequestOutcome, UsageTotals};
-use crate::store::{StoreResult, UsageRows};
+use crate::store::{StoreError, StoreResult, UsageRows};
 
 /// Add the tokens to each row of `keys` (`user/<id>`, `key/<id>`), with the table opened once.
 pub fn add_usage(txn: &WriteTransaction, keys: &[&str], prompt: u64, completion: u64) -> StoreResult<()> {
@@ -56,11 +58,66 @@ pub fn finish(txn: &WriteTransaction, o: &RequestOutcome) -> StoreResult<()> {
     audit::append(txn, &o.audit)
 }
 
-pub fn receipt(db: &redb::Database, bundle_id: &str) -> StoreResult<Option<crate::receipts::SignedReceipt>> {
+/// A `RECEIPTS` row. A receipt signed alone is stored as served
+/// (`signature`), and so is one of a batch written before schema v3
+/// (`signature` and `batch`, its path inline); one of a later batch stores its
+/// place in a `RECEIPT_BATCHES` batch (`in_batch`) and gets its path when served.
+#[derive(Debug, Serialize, Deserialize)]
+struct ReceiptRow<R> {
+    receipt: R,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    signature: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    batch: Option<BatchProof>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    in_batch: Option<InBatch>,
+}
+
+/// Which batch, and which leaf of it.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+struct InBatch {
+    id: u64,
+    leaf: u32,
+}
+
+/// Store one commit's sealed receipts: a batch once, then each receipt with its place in it.
+pub fn store_sealed(txn: &WriteTransaction, sealed: &Sealed) -> StoreResult<()> {
+    let mut t = txn.open_table(RECEIPTS).map_err(backend)?;
+    match sealed {
+        Sealed::Alone(signed) => {
+            t.insert(signed.receipt.bundle_id.as_str(), encode(signed)?.as_slice()).map_err(backend)?;
+        }
+        Sealed::Batch { batch, receipts } => {
+            let mut batches = txn.open_table(RECEIPT_BATCHES).map_err(backend)?;
+            let id = batches.last().map_err(backend)?.map_or(1, |(k, _)| k.value() + 1);
+            batches.insert(id, encode(batch)?.as_slice()).map_err(backend)?;
+            for (leaf, receipt) in (0u32..).zip(receipts) {
+                let row = ReceiptRow { receipt, signature: None, batch: None, in_batch: Some(InBatch { id, leaf }) };
+                t.insert(receipt.bundle_id.as_str(), encode(&row)?.as_slice()).map_err(backend)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+pub fn receipt(db: &redb::Database, bundle_id: &str) -> StoreResult<Option<SignedReceipt>> {
     let txn = db.begin_read().map_err(backend)?;
     let t = txn.open_table(RECEIPTS).map_err(backend)?;
-    let v = t.get(bundle_id).map_err(backend)?;
-    v.map(|v| decode(v.value())).transpose()
+    let Some(v) = t.get(bundle_id).map_err(backend)? else {
+        return Ok(None);
+    };
+    let row: ReceiptRow<Receipt> = decode(v.value())?;
+    let corrupt = |what: &str| StoreError::Backend(format!("corrupt receipt {bundle_id}: {what}"));
+    match (row.in_batch, row.signature) {
+        (Some(at), _) => {
+            let batches = txn.open_table(RECEIPT_BATCHES).map_err(backend)?;
+            let b = batches.get(at.id).map_err(backend)?.ok_or_else(|| corrupt("its batch is missing"))?;
+            let batch: SignedBatch = decode(b.value())?;
+            batch.receipt_at(at.leaf as usize, row.receipt).map(Some).ok_or_else(|| corrupt("its batch has no such leaf"))
+        }
+        (None, Some(signature)) => Ok(Some(SignedReceipt { receipt: row.receipt, signature, batch: row.batch })),
+        (None, None) => Err(corrupt("no signature")),
+    }
 }
 
 /// The `QUOTA` row of a key's window.
@@ -313,5 +370,106 @@ mod tests {
         let removed = store.writer.write(move |txn| idempotency_remove_not_live(txn, &found, Utc::now())).await.expect("remove");
         assert_eq!(removed, 0);
         assert!(store.idempotency_get("k1/x").expect("get").is_some_and(|r| r.is_live(Utc::now())));
+    }
+
+    fn numbered(n: usize) -> Vec<Receipt> {
+        (0..n).map(|i| crate::receipts::sample(&format!("rcpt_{i}"))).collect()
+    }
+
+    async fn put(store: &RedbStore, sealed: Sealed) {
+        store.writer.write(move |txn| store_sealed(txn, &sealed)).await.expect("store");
+    }
+
+    #[tokio::test]
+    async fn batched_receipts_are_stored_once_per_batch_and_served_with_their_paths() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = RedbStore::open(dir.path(), true).expect("open");
+        let signer = crate::receipts::Signer25519::load_or_create(dir.path()).expect("key");
+        let pk = signer.public_key();
+        for (n, prefix) in [(5, "a"), (2, "b"), (1, "c")] {
+            let receipts = numbered(n)
+                .into_iter()
+                .map(|mut r| {
+                    r.bundle_id = format!("{prefix}{}", r.bundle_id);
+                    r
+                })
+                .collect();
+            put(&store, signer.seal_batch(receipts).expect("sealed")).await;
+        }
+        let expected = signer.sign_batch(numbered(5));
+        for (i, signed) in expected.iter().enumerate() {
+            let served = store.receipt(&format!("arcpt_{i}")).expect("read").expect("stored");
+            assert!(crate::receipts::verify(&pk, &served), "batch of 5, leaf {i}");
+            assert_eq!(served.batch.as_ref().map(|b| b.path.len()), signed.batch.as_ref().map(|b| b.path.len()));
+        }
+        for id in ["brcpt_0", "brcpt_1", "crcpt_0"] {
+            let served = store.receipt(id).expect("read").expect("stored");
+            assert!(crate::receipts::verify(&pk, &served), "{id}");
+        }
+        assert!(store.receipt("crcpt_0").expect("read").expect("stored").batch.is_none(), "alone: signed directly");
+        assert!(store.receipt("rcpt_missing").expect("read").is_none());
+
+        // Two batches, each stored once; a batched row carries no signature or path.
+        let txn = store.db.begin_read().expect("read");
+        assert_eq!(redb::ReadableTableMetadata::len(&txn.open_table(RECEIPT_BATCHES).expect("table")).expect("len"), 2);
+        let t = txn.open_table(RECEIPTS).expect("table");
+        let row = t.get("arcpt_3").expect("get").expect("row");
+        let row: serde_json::Value = serde_json::from_slice(row.value()).expect("json");
+        assert!(row.get("signature").is_none() && row.get("batch").is_none(), "{row}");
+        assert_eq!(row["in_batch"], serde_json::json!({"id": 1, "leaf": 3}));
+    }
+
+    #[tokio::test]
+    async fn receipts_stored_before_schema_v3_read_and_verify_as_they_were() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = RedbStore::open(dir.path(), true).expect("open");
+        let signer = crate::receipts::Signer25519::load_or_create(dir.path()).expect("key");
+        // The v2 rows: each receipt as served, a batched one with its path inline.
+        let old: Vec<SignedReceipt> =
+            signer.sign_batch(numbered(3)).into_iter().chain([signer.sign(crate::receipts::sample("alone"))]).collect();
+        let rows = old.clone();
+        store
+            .writer
+            .write(move |txn| {
+                let mut t = txn.open_table(RECEIPTS).map_err(backend)?;
+                for r in &rows {
+                    t.insert(r.receipt.bundle_id.as_str(), encode(r)?.as_slice()).map_err(backend)?;
+                }
+                Ok(())
+            })
+            .await
+            .expect("insert");
+        for r in &old {
+            let served = store.receipt(&r.receipt.bundle_id).expect("read").expect("stored");
+            assert_eq!(&served, r);
+            assert!(crate::receipts::verify(&signer.public_key(), &served));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_receipt_whose_batch_is_missing_or_short_is_an_error_not_an_unverifiable_receipt() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = RedbStore::open(dir.path(), true).expect("open");
+        let signer = crate::receipts::Signer25519::load_or_create(dir.path()).expect("key");
+        put(&store, signer.seal_batch(numbered(2)).expect("sealed")).await;
+        store
+            .writer
+            .write(|txn| {
+                let mut t = txn.open_table(RECEIPTS).map_err(backend)?;
+                let r = crate::receipts::sample("far");
+                let row = ReceiptRow { receipt: &r, signature: None, batch: None, in_batch: Some(InBatch { id: 1, leaf: 9 }) };
+                t.insert("far", encode(&row)?.as_slice()).map_err(backend)?;
+                let row = ReceiptRow { receipt: &r, signature: None, batch: None, in_batch: Some(InBatch { id: 7, leaf: 0 }) };
+                t.insert("orphan", encode(&row)?.as_slice()).map_err(backend)?;
+                let row = ReceiptRow::<&Receipt> { receipt: &r, signature: None, batch: None, in_batch: None };
+                t.insert("unsigned", encode(&row)?.as_slice()).map_err(backend)?;
+                Ok(())
+            })
+            .await
+            .expect("insert");
+        for (id, what) in [("far", "no such leaf"), ("orphan", "batch is missing"), ("unsigned", "no signature")] {
+            let err = store.receipt(id).expect_err(id).to_string();
+            assert!(err.contains(what), "{id}: {err}");
+        }
     }
 }

@@ -36,7 +36,7 @@ use std::sync::{Arc, Mutex};
 use redb::{Database, Durability, ReadableTable, WriteTransaction};
 use tokio::sync::{Notify, mpsc, oneshot};
 
-use super::tables::{QUOTA, RECEIPTS};
+use super::tables::QUOTA;
 use crate::receipts::{Receipt, ReceiptSealer};
 use crate::store::{StoreError, StoreResult};
 
@@ -356,11 +356,10 @@ fn store_receipts(txn: &WriteTransaction, sealer: Option<&dyn ReceiptSealer>, jo
     let Some(sealer) = sealer.filter(|_| !receipts.is_empty()) else {
         return Ok(());
     };
-    let mut t = txn.open_table(RECEIPTS).map_err(super::backend)?;
-    for signed in sealer.seal(receipts) {
-        t.insert(signed.receipt.bundle_id.as_str(), super::encode(&signed)?.as_slice()).map_err(super::backend)?;
+    match sealer.seal(receipts) {
+        Some(sealed) => super::chat::store_sealed(txn, &sealed),
+        None => Ok(()),
     }
-    Ok(())
 }
 
 fn reply(job: Job, result: StoreResult<AnyBox>) {
@@ -382,6 +381,8 @@ fn fail_all(jobs: Vec<Job>, msg: &str) -> bool {
 mod tests {
     use super::*;
     use redb::ReadableDatabase;
+
+    use crate::store::redb::tables::RECEIPTS;
 
     fn open() -> (tempfile::TempDir, Arc<Database>) {
         let dir = tempfile::tempdir().expect("tempdir");
@@ -444,9 +445,10 @@ mod tests {
     struct Recording(Mutex<Vec<usize>>);
 
     impl ReceiptSealer for Recording {
-        fn seal(&self, receipts: Vec<Receipt>) -> Vec<crate::receipts::SignedReceipt> {
+        fn seal(&self, receipts: Vec<Receipt>) -> Option<crate::receipts::Sealed> {
             self.0.lock().expect("lock").push(receipts.len());
-            receipts.into_iter().map(|receipt| crate::receipts::SignedReceipt { receipt, signature: "sig".into(), batch: None }).collect()
+            let batch = crate::receipts::SignedBatch { root: String::new(), signature: "sig".into(), leaves: Vec::new() };
+            Some(crate::receipts::Sealed::Batch { batch, receipts })
         }
     }
 

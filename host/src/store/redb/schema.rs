@@ -8,7 +8,11 @@
 //!
 //! History: v1 — users, groups, members, keys, audit log, usage, quotas,
 //! idempotency, outbox, receipts. v2 — `audit_by_type`, `audit_by_severity` and
-//! `audit_by_user` indexes (built from the existing log on migration).
+//! `audit_by_user` indexes (built from the existing log on migration). v3 —
+//! `receipt_batches`: a commit's batch signature and leaves stored once, its
+//! receipts stored with their place in it (receipts written before keep their
+//! inline path and read as they were, so nothing moves; an older build, which
+//! would serve the new rows unverifiable, refuses the file).
 
 use redb::{Database, ReadableTable};
 
@@ -16,7 +20,7 @@ use super::tables::*;
 use super::{backend, decode, encode};
 
 /// The layout this build writes.
-pub const CURRENT: u32 = 2;
+pub const CURRENT: u32 = 3;
 
 /// Create missing tables, check the version and migrate.
 pub fn prepare(db: &Database) -> anyhow::Result<()> {
@@ -34,6 +38,7 @@ pub fn prepare(db: &Database) -> anyhow::Result<()> {
         txn.open_table(IDEMPOTENCY)?;
         txn.open_table(OUTBOX)?;
         txn.open_table(RECEIPTS)?;
+        txn.open_table(RECEIPT_BATCHES)?;
         txn.open_table(AUDIT_BY_TYPE)?;
         txn.open_table(AUDIT_BY_SEVERITY)?;
         txn.open_table(AUDIT_BY_USER)?;

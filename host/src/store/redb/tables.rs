@@ -35,5 +35,9 @@ pub const QUOTA: TableDefinition<&str, u64> = TableDefinition::new("quota");
 pub const IDEMPOTENCY: TableDefinition<&str, &[u8]> = TableDefinition::new("idempotency");
 /// Sequence number → outbox event, in commit order.
 pub const OUTBOX: TableDefinition<u64, &[u8]> = TableDefinition::new("outbox");
-/// Bundle id → signed receipt.
+/// Bundle id → receipt row (`chat::ReceiptRow`): a receipt signed alone (or, before schema v3, one
+/// of a batch with its path), or a receipt and its place in a [`RECEIPT_BATCHES`] batch.
 pub const RECEIPTS: TableDefinition<&str, &[u8]> = TableDefinition::new("receipts");
+/// Batch number → signed batch (`receipts::SignedBatch`: root, signature, leaves), one per group
+/// commit that signed several receipts (schema v3).
+pub const RECEIPT_BATCHES: TableDefinition<u64, &[u8]> = TableDefinition::new("receipt_batches");
