@@ -105,34 +105,41 @@ fn node_hash(left: &Hash, right: &Hash) -> Hash {
     h.finalize().into()
 }
 
-/// The root of `leaves` and each leaf's path to it. A level with an odd
-/// count carries its last node up unchanged (no duplicate, so no two
-/// different batches share a root by repetition).
-fn merkle(leaves: Vec<Hash>) -> (Hash, Vec<Vec<ProofStep>>) {
-    let mut paths: Vec<Vec<ProofStep>> = vec![Vec::new(); leaves.len()];
-    // For each leaf, its node's index at the current level.
-    let mut at: Vec<usize> = (0..leaves.len()).collect();
-    let mut level = leaves;
-    while level.len() > 1 {
-        for (leaf, i) in at.iter_mut().enumerate() {
-            let sibling = *i ^ 1;
-            if sibling < level.len() {
-                let side = if sibling < *i { Side::Left } else { Side::Right };
-                paths[leaf].push(ProofStep { side, hash: hex::encode(level[sibling]) });
-            }
-            *i /= 2;
-        }
-        level = level.chunks(2).map(|pair| if let [l, r] = pair { node_hash(l, r) } else { pair[0] }).collect();
-    }
-    (level.first().copied().unwrap_or_default(), paths)
-}
+/// The Merkle tree over `leaves`, level by level from the leaves up to the
+/// root. A level with an odd count carries its last node up unchanged (no
+/// duplicate, so no two different batches share a root by repetition).
+struct Tree(Vec<Vec<Hash>>);
 
-/// The root of `leaves`, as [`merkle`] computes it, without the paths.
-fn merkle_root(mut level: Vec<Hash>) -> Hash {
-    while level.len() > 1 {
-        level = level.chunks(2).map(|pair| if let [l, r] = pair { node_hash(l, r) } else { pair[0] }).collect();
+impl Tree {
+    fn new(leaves: Vec<Hash>) -> Self {
+        let mut levels = vec![leaves];
+        while let Some(level) = levels.last().filter(|l| l.len() > 1) {
+            let up = level.chunks(2).map(|pair| if let [l, r] = pair { node_hash(l, r) } else { pair[0] }).collect();
+            levels.push(up);
+        }
+        Tree(levels)
     }
-    level.first().copied().unwrap_or_default()
+
+    fn root(&self) -> Hash {
+        self.0.last().and_then(|top| top.first()).copied().unwrap_or_default()
+    }
+
+    /// The sibling hashes from leaf `i` up to the root; `None` past the last leaf.
+    fn path(&self, mut i: usize) -> Option<Vec<ProofStep>> {
+        if i >= self.0.first().map_or(0, Vec::len) {
+            return None;
+        }
+        let mut path = Vec::new();
+        for level in &self.0[..self.0.len() - 1] {
+            let sibling = i ^ 1;
+            if sibling < level.len() {
+                let side = if sibling < i { Side::Left } else { Side::Right };
+                path.push(ProofStep { side, hash: hex::encode(level[sibling]) });
+            }
+            i /= 2;
+        }
+        Some(path)
+    }
 }
 
 /// Fold a leaf's path up to the root it proves.
@@ -269,7 +276,7 @@ impl Signer25519 {
         }
         let leaves: Vec<Hash> = receipts.iter().map(|r| leaf_hash(&canonical(r))).collect();
         let hex_leaves = leaves.iter().map(hex::encode).collect();
-        let root = hex::encode(merkle_root(leaves));
+        let root = hex::encode(Tree::new(leaves).root());
         let signature = b64(&self.key.sign(format!("{BATCH_DOMAIN}{root}").as_bytes()).to_bytes());
         Some(Sealed::Batch { batch: SignedBatch { root, signature, leaves: hex_leaves }, receipts })
     }
@@ -312,20 +319,20 @@ pub struct SignedBatch {
 impl SignedBatch {
     /// Each of `receipts` (the batch's, in order) with its path to the root.
     pub fn with_paths(&self, receipts: Vec<Receipt>) -> Vec<SignedReceipt> {
-        let paths = self.paths().unwrap_or_default();
-        receipts.into_iter().zip(paths).map(|(receipt, path)| self.served(receipt, path)).collect()
+        let Some(tree) = self.tree() else { return Vec::new() };
+        receipts.into_iter().enumerate().map_while(|(i, receipt)| Some(self.served(receipt, tree.path(i)?))).collect()
     }
 
     /// The receipt at `leaf` with its path to the root; `None` if the batch
     /// has no such leaf or a malformed one (the served receipt would not verify).
     pub fn receipt_at(&self, leaf: usize, receipt: Receipt) -> Option<SignedReceipt> {
-        let path = self.paths()?.into_iter().nth(leaf)?;
+        let path = self.tree()?.path(leaf)?;
         Some(self.served(receipt, path))
     }
 
-    fn paths(&self) -> Option<Vec<Vec<ProofStep>>> {
+    fn tree(&self) -> Option<Tree> {
         let leaves = self.leaves.iter().map(|h| hex::decode(h).ok()?.try_into().ok()).collect::<Option<Vec<Hash>>>()?;
-        Some(merkle(leaves).1)
+        Some(Tree::new(leaves))
     }
 
     fn served(&self, receipt: Receipt, path: Vec<ProofStep>) -> SignedReceipt {
@@ -406,6 +413,12 @@ pub(crate) fn sample(bundle_id: &str) -> Receipt {
     }
 }
 
+/// `n` sample receipts, `rcpt_0` to `rcpt_{n-1}`, for tests (here and in the store's).
+#[cfg(test)]
+pub(crate) fn numbered(n: usize) -> Vec<Receipt> {
+    (0..n).map(|i| sample(&format!("rcpt_{i}"))).collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -440,16 +453,6 @@ mod tests {
         let again = Signer25519::load_or_create(dir.path()).expect("key");
         assert_eq!(again.key_id(), s.key_id());
         assert!(verify(&again.public_key(), &signed));
-    }
-
-    fn numbered(n: usize) -> Vec<Receipt> {
-        (0..n)
-            .map(|i| {
-                let mut r = receipt();
-                r.bundle_id = format!("rcpt_{i}");
-                r
-            })
-            .collect()
     }
 
     #[test]

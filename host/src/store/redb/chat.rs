@@ -281,6 +281,7 @@ mod tests {
     use chrono::Duration;
 
     use super::*;
+    use crate::receipts::numbered;
     use crate::store::Store;
     use crate::store::redb::RedbStore;
 
@@ -370,10 +371,6 @@ mod tests {
         let removed = store.writer.write(move |txn| idempotency_remove_not_live(txn, &found, Utc::now())).await.expect("remove");
         assert_eq!(removed, 0);
         assert!(store.idempotency_get("k1/x").expect("get").is_some_and(|r| r.is_live(Utc::now())));
-    }
-
-    fn numbered(n: usize) -> Vec<Receipt> {
-        (0..n).map(|i| crate::receipts::sample(&format!("rcpt_{i}"))).collect()
     }
 
     async fn put(store: &RedbStore, sealed: Sealed) {

@@ -356,10 +356,7 @@ fn store_receipts(txn: &WriteTransaction, sealer: Option<&dyn ReceiptSealer>, jo
     let Some(sealer) = sealer.filter(|_| !receipts.is_empty()) else {
         return Ok(());
     };
-    match sealer.seal(receipts) {
-        Some(sealed) => super::chat::store_sealed(txn, &sealed),
-        None => Ok(()),
-    }
+    sealer.seal(receipts).map_or(Ok(()), |sealed| super::chat::store_sealed(txn, &sealed))
 }
 
 fn reply(job: Job, result: StoreResult<AnyBox>) {
