@@ -9,5 +9,6 @@ pub mod raw_http;
 pub mod server;
 pub mod soak;
 pub mod sse;
+pub mod windows;
 
 pub use server::{Server, ServerBuilder};

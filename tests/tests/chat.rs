@@ -2,8 +2,11 @@
 //! the mock upstream: envelope, failover triggers, 429 vs 502, streaming
 //! frames, idempotency, billing, limits, receipts, the OpenAI variant.
 
+use std::time::Duration;
+
 use gatehouse_tests::mock_upstream::MockUpstream;
 use gatehouse_tests::sse::{self, Frame};
+use gatehouse_tests::windows;
 use gatehouse_tests::{Server, ServerBuilder};
 use reqwest::Method;
 use serde_json::{Value, json};
@@ -406,6 +409,8 @@ async fn the_rate_limit_is_429_with_reset_time_and_one_event() {
     let mock = MockUpstream::start().await;
     let s = builder(&mock).toml("[limits.chat]\nper_minute = 2\nper_hour = 100\nper_day = 100\nper_month = 100\n").start();
     let body = json!({"index": "Zero-Knowledge", "model": "openai/ok-a", "prompt": "x"});
+    // All four requests in one minute window.
+    windows::room_in_window(windows::MINUTE, Duration::from_secs(20)).await;
     for i in 0..2 {
         let (st, h, _) = chat(&s, body.clone()).await;
         assert_eq!(st, 200);
@@ -429,6 +434,8 @@ async fn daily_quota_counts_survive_a_restart() {
     let mock = MockUpstream::start().await;
     let mut s = builder(&mock).toml("[limits.chat]\nper_minute = 100\nper_hour = 100\nper_day = 2\nper_month = 100\n").start();
     let body = json!({"index": "Zero-Knowledge", "model": "openai/ok-a", "prompt": "x"});
+    // The requests before and after the restart in one UTC day.
+    windows::room_in_window(windows::DAY, Duration::from_secs(60)).await;
     for _ in 0..2 {
         assert_eq!(chat(&s, body.clone()).await.0, 200);
     }

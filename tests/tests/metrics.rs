@@ -5,6 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::time::Duration;
 
 use gatehouse_tests::Server;
 use gatehouse_tests::mock_upstream::MockUpstream;
@@ -79,6 +80,8 @@ async fn metrics_parse_as_openmetrics_and_count_what_happened() {
         .start();
     let (_, limited, _) = s.create_key(json!({"limits": {"perMinute": 2}})).await;
     let before = scrape(&s).await;
+    // The limited key's three requests in one minute window.
+    gatehouse_tests::windows::room_in_window(gatehouse_tests::windows::MINUTE, Duration::from_secs(20)).await;
 
     assert_eq!(chat(&s, &s.admin_key, json!(["openai/fail500-a", "openai/ok-b"])).await, 200);
     assert_eq!(chat(&s, &s.admin_key, json!(["openai/fail429-a", "openai/ok-b"])).await, 200);
