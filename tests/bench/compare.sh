@@ -4,7 +4,8 @@
 # tests/examples/compare/ and prints one table. Figures and method: docs/benchmarks.md.
 #
 #   bash tests/bench/compare.sh [--secs 10] [--rates 200,1000] [--only direct,nginx,litellm,durable,relaxed] [--rounds 3]
-#                               [--markdown FILE]
+#                               [--markdown FILE] [--pgo target/pgo/use/release/gatehouse]
+# --pgo PATH adds a row for that binary (durable): the profile-guided build tests/bench/pgo.sh makes.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 tools="$root/target/bench-tools"

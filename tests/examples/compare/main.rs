@@ -15,7 +15,9 @@
 //! answer time, default 1), `--chunk-delay-ms C` (between stream deltas,
 //! default 1), `--conns N` (max-throughput connections, default 64),
 //! `--rounds N` (run every target N times, round by round, then print the
-//! medians; default 1), `--prompt-bytes N` (send a user message of about N
+//! medians; default 1), `--pgo PATH` (also a row for that Gatehouse binary,
+//! durable: the profile-guided build `tests/bench/pgo.sh` makes; target tag
+//! `pgo`), `--prompt-bytes N` (send a user message of about N
 //! bytes of prose instead of the one-sentence default, so the plugins that
 //! read every byte show their cost on realistic prompts), `--markdown FILE`
 //! (also write the tables there).
@@ -52,6 +54,7 @@ struct Opts {
     rounds: u32,
     prompt_bytes: Option<usize>,
     markdown: Option<PathBuf>,
+    pgo: Option<PathBuf>,
 }
 
 fn parse_args(args: &[String]) -> anyhow::Result<Opts> {
@@ -67,6 +70,7 @@ fn parse_args(args: &[String]) -> anyhow::Result<Opts> {
         rounds: 1,
         prompt_bytes: None,
         markdown: None,
+        pgo: None,
     };
     for pair in args.chunks(2) {
         let v = pair.get(1).with_context(|| format!("{} needs a value", pair[0]))?;
@@ -82,6 +86,7 @@ fn parse_args(args: &[String]) -> anyhow::Result<Opts> {
             "--rounds" => o.rounds = v.parse::<u32>()?.max(1),
             "--prompt-bytes" => o.prompt_bytes = Some(v.parse()?),
             "--markdown" => o.markdown = Some(v.into()),
+            "--pgo" => o.pgo = Some(v.into()),
             other => bail!("unknown option {other}"),
         }
     }
@@ -106,7 +111,7 @@ fn main() -> anyhow::Result<()> {
     }
     let mut opts = parse_args(&args)?;
     // Targets run in their own directories: make relative tool paths absolute.
-    for p in [&mut opts.oha, &mut opts.litellm] {
+    for p in [&mut opts.oha, &mut opts.litellm].into_iter().chain(opts.pgo.as_mut()) {
         if let Ok(abs) = std::fs::canonicalize(&*p) {
             *p = abs;
         }
@@ -227,18 +232,25 @@ async fn run(o: Opts) -> anyhow::Result<()> {
     let (mock, mock_port) = start_mock(&o)?;
     let mock_pid = mock.0.id();
 
+    let pgo_bin = o.pgo.clone().filter(|_| wanted(&o, "pgo"));
     type Starter<'a> = Box<dyn Fn() -> anyhow::Result<targets::Target> + 'a>;
-    let list: Vec<(&str, &str, Starter)> = vec![
+    let mut list: Vec<(&str, &str, Starter)> = vec![
         ("direct", "direct to mock", Box::new(|| Ok(targets::direct(mock_port, mock_pid)))),
         ("nginx", "nginx", Box::new(|| targets::nginx(mock_port))),
         ("litellm", "LiteLLM", Box::new(|| targets::litellm(&o.litellm, mock_port))),
         ("durable", "Gatehouse (durable)", Box::new(|| targets::gatehouse(&gatehouse_bin, mock_port, true))),
         ("relaxed", "Gatehouse (relaxed)", Box::new(|| targets::gatehouse(&gatehouse_bin, mock_port, false))),
     ];
-    if gh_wanted {
-        // Start-up is measured with a warm compiled-plugin cache: fill it first.
-        eprintln!("warming Gatehouse's compiled-plugin cache");
-        drop(targets::gatehouse(&gatehouse_bin, mock_port, false)?);
+    if let Some(bin) = &pgo_bin {
+        if !bin.is_file() {
+            bail!("--pgo {}: no such binary (build it with `bash tests/bench/pgo.sh`)", bin.display());
+        }
+        list.push(("pgo", "Gatehouse PGO build (durable)", Box::new(move || targets::gatehouse(bin, mock_port, true))));
+    }
+    // Start-up is measured with a warm compiled-plugin cache: fill it first.
+    for bin in gh_wanted.then_some(&gatehouse_bin).into_iter().chain(pgo_bin.as_ref()) {
+        eprintln!("warming Gatehouse's compiled-plugin cache ({})", bin.display());
+        drop(targets::gatehouse(bin, mock_port, false)?);
     }
     let mut rounds: Vec<Vec<Row>> = Vec::new();
     let mut out = String::new();
