@@ -306,6 +306,8 @@ async fn run(o: Opts) -> anyhow::Result<()> {
 async fn measure_target(o: &Opts, name: &str, start: &dyn Fn() -> anyhow::Result<targets::Target>) -> Row {
     let mut row = Row::new(name);
     let started = start().and_then(|mut t| {
+        // The list's name, so progress lines tell two Gatehouse builds apart.
+        t.name = name.to_owned();
         if let Some(n) = o.prompt_bytes {
             t.use_prompt(&targets::prose(n))?;
         }
