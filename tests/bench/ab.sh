@@ -37,7 +37,6 @@ cargo build --release -p gatehouse-tests --example compare >&2
 compare="$root/target/release/examples/compare"
 source "$root/tests/bench/common.sh"
 start_mock "$compare"
-key="sk-bench-admin-0123456789abcdefghijklmnopqrstuvwxyz"   # targets.rs GATEHOUSE_KEY
 body='{"model":"openai/gpt-mock","index":"Zero-Knowledge","messages":[{"role":"user","content":"Summarise in one sentence why a gateway should add little latency."}]}'
 
 # one BIN SECS -> "rps cpu_us_per_request p50_ms p99_ms" (SECS 0: start, warm up, stop; the
@@ -45,11 +44,7 @@ body='{"model":"openai/gpt-mock","index":"Zero-Knowledge","messages":[{"role":"u
 one() {
   local work port gh cpu0 cpu1 reqs rps p50 p99
   work="$(mktemp -d -t gatehouse-ab-XXXX)"
-  port="$(free_port)"
-  "$compare" gatehouse-config "$port" "$mock_port" "$work/data" true > "$work/gatehouse.toml"
-  GATEHOUSE_BOOTSTRAP_ADMIN_KEY="$key" RUST_LOG=warn taskset -c 1 "$1" serve --config "$work/gatehouse.toml" >/dev/null 2>"$work/log" &
-  gh=$!
-  for _ in $(seq 1 600); do curl -fs "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.1; done
+  start_gatehouse "$1" "$work" true
   load() {
     taskset -c 0 "$oha" --no-tui -z "$1" -c 64 "${@:2}" -m POST -H "authorization: Bearer $key" -H 'content-type: application/json' \
       -d "$body" "http://127.0.0.1:$port/chat/completions"

@@ -33,7 +33,6 @@ compare="$root/target/release/examples/compare"
 work="$(mktemp -d -t gatehouse-overload-XXXX)"
 source "$root/tests/bench/common.sh"
 start_mock "$compare"
-key="sk-bench-admin-0123456789abcdefghijklmnopqrstuvwxyz"   # targets.rs GATEHOUSE_KEY
 python3 - "$prompt_bytes" > "$work/body.json" <<'PY'
 import json, sys
 n = int(sys.argv[1])

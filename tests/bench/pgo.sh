@@ -46,22 +46,14 @@ compare="$root/target/release/examples/compare"
 source "$root/tests/bench/common.sh"
 start_mock "$compare"
 work="$(mktemp -d -t gatehouse-pgo-XXXX)"
-port="$(free_port)"
-key="sk-bench-admin-0123456789abcdefghijklmnopqrstuvwxyz"   # targets.rs GATEHOUSE_KEY
-"$compare" gatehouse-config "$port" "$mock_port" "$work/data" true > "$work/gatehouse.toml"
-GATEHOUSE_BOOTSTRAP_ADMIN_KEY="$key" RUST_LOG=warn taskset -c 1 "$out/gen/release/gatehouse" serve --config "$work/gatehouse.toml" \
-  >/dev/null 2>"$work/log" &
-gh=$!
-pids+=($gh)
-for _ in $(seq 1 600); do curl -fs "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.1; done
-curl -fs "http://127.0.0.1:$port/health" >/dev/null || { echo "the instrumented server did not start:" >&2; cat "$work/log" >&2; exit 1; }
+start_gatehouse "$out/gen/release/gatehouse" "$work" true
 for stream in false true; do
   body="{\"model\":\"openai/gpt-mock\",\"index\":\"Zero-Knowledge\",\"stream\":$stream,\"messages\":[{\"role\":\"user\",\"content\":\"Summarise in one sentence why a gateway should add little latency.\"}]}"
   taskset -c 0 "$oha" --no-tui -z "${secs}s" -c 64 -m POST -H "authorization: Bearer $key" -H 'content-type: application/json' \
     -d "$body" "http://127.0.0.1:$port/chat/completions" > "$work/oha.txt"
   ok="$(grep -oE '\[200\] [0-9]+' "$work/oha.txt" | awk '{print $2}')"
   echo "  stream=$stream: ${ok:-0} answers" >&2
-  [ "${ok:-0}" -gt 0 ] || { echo "training failed: no successful chat answers" >&2; cat "$work/oha.txt" "$work/log" >&2; exit 1; }
+  [ "${ok:-0}" -gt 0 ] || { echo "training failed: no successful chat answers" >&2; cat "$work/oha.txt" "$work/gatehouse.log" >&2; exit 1; }
 done
 for path in /audit-logs /groups /api/admin/usage; do
   taskset -c 0 "$oha" --no-tui -n 200 -c 4 -H "authorization: Bearer $key" "http://127.0.0.1:$port$path" >/dev/null

@@ -36,13 +36,7 @@ bin="$root/target/profiling/release/gatehouse"
 if [ -n "$out" ]; then mkdir -p "$out" && work="$(cd "$out" && pwd)"; else work="$(mktemp -d -t gatehouse-profile-XXXX)"; fi
 source "$root/tests/bench/common.sh"
 start_mock "$root/target/release/examples/compare"
-port="$(free_port)"
-key="sk-bench-admin-0123456789abcdefghijklmnopqrstuvwxyz"   # targets.rs GATEHOUSE_KEY
-"$root/target/release/examples/compare" gatehouse-config "$port" "$mock_port" "$work/data" "$durable" > "$work/gatehouse.toml"
-GATEHOUSE_WASM_PERFMAP=1 GATEHOUSE_BOOTSTRAP_ADMIN_KEY="$key" RUST_LOG=warn taskset -c 1 "$bin" serve --config "$work/gatehouse.toml" 2>"$work/gatehouse.log" &
-gh=$!
-pids+=($gh)
-for _ in $(seq 1 600); do curl -fs "http://127.0.0.1:$port/health" >/dev/null && break; sleep 0.1; done
+start_gatehouse "$bin" "$work" "$durable" GATEHOUSE_WASM_PERFMAP=1
 
 body="{\"model\":\"openai/gpt-mock\",\"index\":\"Zero-Knowledge\",\"stream\":$stream,\"messages\":[{\"role\":\"user\",\"content\":\"Summarise in one sentence why a gateway should add little latency.\"}]}"
 load() {
