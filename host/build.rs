@@ -24,7 +24,10 @@
 //! that compiles to something that is not a Gatehouse component (an empty
 //! `lib.rs`) is refused by the loader at start with a clear log line.
 //! `GATEHOUSE_SKIP_PLUGIN_BUILD=1` embeds whatever `target/plugins` already
-//! holds without running cargo.
+//! holds without running cargo. `GATEHOUSE_PLUGIN_NAMES=1` keeps the guests'
+//! function names (the wasm `name` section), built into `target/plugins-named`
+//! so that the normal build's guests are not rebuilt: with it, a profile
+//! names the plugins' own functions (`tests/bench/profile.sh` sets it).
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -66,6 +69,7 @@ const PROFILE: &str = "plugin";
 const BARE_STACK_BYTES: u32 = 256 * 1024;
 const SKIP_VAR: &str = "GATEHOUSE_SKIP_PLUGIN_BUILD";
 const STRICT_VAR: &str = "GATEHOUSE_STRICT_PLUGIN_BUILD";
+const NAMES_VAR: &str = "GATEHOUSE_PLUGIN_NAMES";
 
 fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
@@ -75,10 +79,12 @@ fn main() {
     }
     println!("cargo:rerun-if-env-changed={SKIP_VAR}");
     println!("cargo:rerun-if-env-changed={STRICT_VAR}");
+    println!("cargo:rerun-if-env-changed={NAMES_VAR}");
     let out = PathBuf::from(std::env::var("OUT_DIR").expect("OUT_DIR"));
     let skip = std::env::var_os(SKIP_VAR).is_some();
     let strict = std::env::var_os(STRICT_VAR).is_some_and(|v| !v.is_empty() && v != "0");
-    let target_dir = root.join("target").join("plugins");
+    let names = std::env::var_os(NAMES_VAR).is_some_and(|v| !v.is_empty() && v != "0");
+    let target_dir = root.join("target").join(if names { "plugins-named" } else { "plugins" });
 
     let mut code = String::from("/// Bundled components: (crate name, component bytes).\npub static BUNDLED: &[(&str, &[u8])] = &[\n");
     for target in [Target::Bare, Target::Wasi] {
@@ -87,7 +93,7 @@ fn main() {
             .filter(|(_, dir, t)| *t == target && root.join(dir).join("Cargo.toml").is_file())
             .map(|(name, _, _)| *name)
             .collect();
-        let built = if skip || present.is_empty() { present } else { build_all(&root, &target_dir, target, &present, strict) };
+        let built = if skip || present.is_empty() { present } else { build_all(&root, &target_dir, target, &present, strict, names) };
         for name in built {
             let file = target_dir.join(target.triple()).join(PROFILE).join(format!("{}.wasm", name.replace('-', "_")));
             if !file.is_file() {
@@ -135,14 +141,14 @@ fn componentize(module: &Path, out: &Path) -> Result<PathBuf, String> {
 /// Build every crate; the ones that built, in order. One cargo run for all
 /// (dependencies compile once); if it fails, one run per crate to find out
 /// which failed.
-fn build_all<'a>(root: &Path, target_dir: &Path, target: Target, crates: &[&'a str], strict: bool) -> Vec<&'a str> {
-    if cargo_build(root, target_dir, target, crates) {
+fn build_all<'a>(root: &Path, target_dir: &Path, target: Target, crates: &[&'a str], strict: bool, names: bool) -> Vec<&'a str> {
+    if cargo_build(root, target_dir, target, crates, names) {
         return crates.to_vec();
     }
     check_target_installed(target);
     let mut ok = Vec::new();
     for name in crates {
-        if cargo_build(root, target_dir, target, &[name]) {
+        if cargo_build(root, target_dir, target, &[name], names) {
             ok.push(*name);
         } else if strict {
             panic!("bundled plugin {name} does not build for {} (see the output above)", target.triple());
@@ -157,8 +163,9 @@ fn build_all<'a>(root: &Path, target_dir: &Path, target: Target, crates: &[&'a s
     ok
 }
 
-/// `cargo build --target <triple> --profile plugin -p …` in a clean environment.
-fn cargo_build(root: &Path, target_dir: &Path, target: Target, crates: &[&str]) -> bool {
+/// `cargo build --target <triple> --profile plugin -p …` in a clean environment;
+/// with `names`, the guests keep their function names (`strip = "none"`).
+fn cargo_build(root: &Path, target_dir: &Path, target: Target, crates: &[&str], names: bool) -> bool {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
     let mut cmd = Command::new(cargo);
     cmd.current_dir(root).args(["build", "--target", target.triple(), "--profile", PROFILE, "--target-dir"]).arg(target_dir);
@@ -188,6 +195,9 @@ fn cargo_build(root: &Path, target_dir: &Path, target: Target, crates: &[&str]) 
         if k.starts_with("CARGO_PROFILE_") || (k.starts_with("CARGO_TARGET_") && k.ends_with("_RUSTFLAGS")) {
             cmd.env_remove(k.as_ref());
         }
+    }
+    if names {
+        cmd.env("CARGO_PROFILE_PLUGIN_STRIP", "none");
     }
     if target == Target::Bare {
         // A 256 KiB shadow stack instead of the linker's 1 MiB: the stack is

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Profile Gatehouse's chat path under load: the compare mock and oha on core 0, a release build of
-# Gatehouse with symbols (own target dir) on core 1 with the benchmark's default pipeline, and
+# Gatehouse with symbols and named guest functions (own target dir) on core 1 with the benchmark's default pipeline, and
 # `perf record` on the Gatehouse process during an `oha -c 64` run. Prints perf's report (children
 # and self, per thread), then every sample in one exclusive bucket (tests/bench/perf_buckets.py).
 # Method and findings: docs/benchmarks.md ("Profile of one request path").
@@ -29,8 +29,9 @@ oha="$(command -v oha || echo "$root/target/bench-tools/bin/oha")"
 cd "$root"
 rustup target add wasm32-wasip2 wasm32-unknown-unknown >/dev/null 2>&1 || true
 cargo build --release -p gatehouse-tests --example compare >&2
+# Symbols in the host, and (GATEHOUSE_PLUGIN_NAMES) the guests' function names in perf's map of their code.
 CARGO_TARGET_DIR="$root/target/profiling" CARGO_PROFILE_RELEASE_STRIP=none CARGO_PROFILE_RELEASE_DEBUG=line-tables-only \
-  cargo build --release -p gatehouse >&2
+  GATEHOUSE_PLUGIN_NAMES=1 cargo build --release -p gatehouse >&2
 bin="$root/target/profiling/release/gatehouse"
 
 if [ -n "$out" ]; then mkdir -p "$out" && work="$(cd "$out" && pwd)"; else work="$(mktemp -d -t gatehouse-profile-XXXX)"; fi

@@ -45,8 +45,9 @@ pub fn build(cfg: &PluginsConfig) -> anyhow::Result<Engine> {
         .wasm_component_model(true)
         .cranelift_opt_level(wasmtime::OptLevel::Speed);
     // `GATEHOUSE_WASM_PERFMAP=1` writes /tmp/perf-<pid>.map so `perf report`
-    // names the plugins' compiled functions (tests/bench/profile.sh sets it).
-    if std::env::var_os("GATEHOUSE_WASM_PERFMAP").is_some_and(|v| v != "0") {
+    // names the plugins' compiled functions (tests/bench/profile.sh sets it),
+    // and `note_code` says which plugin each code range belongs to.
+    if perf_map() {
         config.profiler(wasmtime::ProfilingStrategy::PerfMap);
     }
     if let Some(dir) = cfg.cache_dir() {
@@ -69,6 +70,40 @@ pub fn build(cfg: &PluginsConfig) -> anyhow::Result<Engine> {
     Engine::new(&config).map_err(|e| anyhow::anyhow!("cannot create the WebAssembly engine: {e:#}"))
 }
 
+/// Whether `GATEHOUSE_WASM_PERFMAP` asks for perf's map of the plugins' code.
+fn perf_map() -> bool {
+    static ON: std::sync::LazyLock<bool> =
+        std::sync::LazyLock::new(|| std::env::var_os("GATEHOUSE_WASM_PERFMAP").is_some_and(|v| !v.is_empty() && v != "0"));
+    *ON
+}
+
+/// With `GATEHOUSE_WASM_PERFMAP`, note which plugin a loaded component's
+/// compiled code belongs to in `/tmp/perf-<pid>.plugins`, beside the map
+/// wasmtime writes for perf: every guest function is named `wasm[0]::…`
+/// there whatever plugin it belongs to, and `tests/bench/perf_buckets.py`
+/// splits the guest code's samples by plugin with these ranges. Does nothing
+/// otherwise.
+pub fn note_code(component: &wasmtime::component::Component, name: &str) {
+    if !perf_map() {
+        return;
+    }
+    let path = std::path::Path::new("/tmp").join(format!("perf-{}.plugins", std::process::id()));
+    if let Err(e) = append_code_range(&path, component, name) {
+        tracing::warn!(path = %path.display(), error = %e, "cannot note a plugin's code range for the profiler");
+    }
+}
+
+/// Append `START END NAME` (hex addresses, END exclusive) of `component`'s
+/// compiled code to `path`. A reload appends again; where code memory was
+/// reused, the later line is the one that holds.
+fn append_code_range(path: &std::path::Path, component: &wasmtime::component::Component, name: &str) -> std::io::Result<()> {
+    use std::io::Write as _;
+    let text = component.text();
+    let start = text.as_ptr().addr();
+    let line = format!("{start:#x} {:#x} {name}\n", start + text.len());
+    std::fs::OpenOptions::new().create(true).append(true).open(path)?.write_all(line.as_bytes())
+}
+
 /// Advance the engine's epoch every `tick` so deadlines fire; runs for the life of the process.
 pub fn start_ticker(engine: &Engine, tick: Duration) {
     let weak = engine.weak();
@@ -83,5 +118,31 @@ pub fn start_ticker(engine: &Engine, tick: Duration) {
     });
     if let Err(e) = spawned {
         tracing::error!(error = %e, "cannot start the epoch ticker: plugin deadlines will not fire");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn code_ranges_are_appended_one_line_per_component() {
+        let engine = Engine::default();
+        let dir = tempfile::tempdir().expect("tempdir");
+        let path = dir.path().join("perf-1.plugins");
+        let mut ranges = Vec::new();
+        for (name, bytes) in crate::wasm::bundled::BUNDLED.iter().take(2) {
+            let component = wasmtime::component::Component::new(&engine, bytes).expect("compiles");
+            append_code_range(&path, &component, name).expect("written");
+            let text = component.text();
+            ranges.push((text.as_ptr().addr(), text.as_ptr().addr() + text.len(), name.to_string()));
+        }
+        let written = std::fs::read_to_string(&path).expect("read");
+        let lines: Vec<&str> = written.lines().collect();
+        assert_eq!(lines.len(), 2, "{written}");
+        for (line, (start, end, name)) in lines.iter().zip(&ranges) {
+            assert!(start < end, "a component has code");
+            assert_eq!(*line, format!("{start:#x} {end:#x} {name}"));
+        }
     }
 }

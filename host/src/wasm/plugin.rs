@@ -835,6 +835,7 @@ pub fn load(
         return Err(format!("info() gave an invalid name {name:?} (use letters, digits, - _ .)"));
     }
     plugin.grants = ArcSwap::new(grants_for(&name));
+    super::engine::note_code(&component, &name);
     plugin.call_metric = Some(crate::metrics::get().plugin_call_histogram(&name));
     plugin.name = name;
     plugin.version = version;
