@@ -79,10 +79,10 @@ fn perf_map() -> bool {
 
 /// With `GATEHOUSE_WASM_PERFMAP`, note which plugin a loaded component's
 /// compiled code belongs to in `/tmp/perf-<pid>.plugins`, beside the map
-/// wasmtime writes for perf: every guest function is named `wasm[0]::…`
-/// there whatever plugin it belongs to, and `tests/bench/perf_buckets.py`
-/// splits the guest code's samples by plugin with these ranges. Does nothing
-/// otherwise.
+/// wasmtime writes for perf: that map names each guest function
+/// (`wasm[0]::function[N]`, or its own name when the guest kept it) but not
+/// its plugin, and `tests/bench/perf_buckets.py` splits the guest code's
+/// samples by plugin with these ranges. Does nothing otherwise.
 pub fn note_code(component: &wasmtime::component::Component, name: &str) {
     if !perf_map() {
         return;
