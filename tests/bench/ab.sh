@@ -37,7 +37,7 @@ cargo build --release -p gatehouse-tests --example compare >&2
 compare="$root/target/release/examples/compare"
 source "$root/tests/bench/common.sh"
 start_mock "$compare"
-body='{"model":"openai/gpt-mock","index":"Zero-Knowledge","messages":[{"role":"user","content":"Summarise in one sentence why a gateway should add little latency."}]}'
+body="$(chat_body false)"
 
 # one BIN SECS -> "rps cpu_us_per_request p50_ms p99_ms" (SECS 0: start, warm up, stop; the
 # percentiles are oha's, "-" without --rate)

@@ -9,6 +9,12 @@ free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",
 # The harness's admin key (targets.rs GATEHOUSE_KEY).
 key="sk-bench-admin-0123456789abcdefghijklmnopqrstuvwxyz"
 
+# chat_body STREAM -> the harness's chat request as JSON (targets.rs PROMPT, the OpenAI adapter, no
+# knowledge base); STREAM is true or false.
+chat_body() {
+  printf '{"model":"openai/gpt-mock","index":"Zero-Knowledge","stream":%s,"messages":[{"role":"user","content":"Summarise in one sentence why a gateway should add little latency."}]}' "$1"
+}
+
 # start_mock COMPARE_BIN -> sets mock_port; the mock runs on core 0 until exit.
 start_mock() {
   compare_bin="$1"

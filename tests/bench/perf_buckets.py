@@ -73,7 +73,7 @@ class Plugins:
         self.read = set()
 
     def note(self, dso):
-        m = re.match(r"(.*/perf-\d+)\.map$", dso)
+        m = PERF_MAP.search(dso)
         if not m or dso in self.read:
             return
         self.read.add(dso)
@@ -93,23 +93,25 @@ class Plugins:
         return None
 
 
-PERF_MAP = re.compile(r"/perf-\d+\.map$")
+PERF_MAP = re.compile(r"(.*/perf-\d+)\.map$")  # group 1: the path that the plugins' ranges share
 # wasmtime's compiled entry and exit trampolines and the builtins guest code calls (a funcref
 # table's lazy initialisation, say): in perf's map beside the guests' functions, but not theirs.
 JIT_GLUE = "plugin call: wasmtime trampolines and builtins"
 
 
 def bucket(thread, stack):
-    """The first bucket a sample's (address, symbol, dso) frames reach from the leaf up. A frame in
-    perf's map of JIT code is the plugins' code whatever its name (a named guest function can look
-    like a host one: `serde_json::…`), or wasmtime's glue around it."""
-    for _, symbol, dso in stack:
+    """The first bucket a sample's (address, symbol, dso) frames reach from the leaf up, and the
+    frame that decided it (None for "other"). A frame in perf's map of JIT code is the plugins'
+    code whatever its name (a named guest function can look like a host one: `serde_json::…`), or
+    wasmtime's glue around it."""
+    for frame in stack:
+        _, symbol, dso = frame
         if PERF_MAP.search(dso):
-            return JIT_GLUE if re.search(r"trampoline|^wasmtime_builtin", symbol) else "guest code"
+            return (JIT_GLUE if re.search(r"trampoline|^wasmtime_builtin", symbol) else "guest code"), frame
         for name, pattern in RULES:
             if re.search(pattern, symbol):
-                return name
-    return f"other ({thread})"
+                return name, frame
+    return f"other ({thread})", None
 
 
 def main():
@@ -119,9 +121,9 @@ def main():
     plugins = Plugins()
     counts, guest_functions = collections.Counter(), collections.Counter()
     for thread, stack in frames(out.stdout):
-        name = bucket(thread, stack)
+        name, frame = bucket(thread, stack)
         if name == "guest code":
-            address, sym, dso = next(f for f in stack if PERF_MAP.search(f[2]))
+            address, sym, dso = frame
             plugins.note(dso)
             plugin = plugins.name(address)
             if plugin:

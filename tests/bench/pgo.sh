@@ -48,7 +48,7 @@ start_mock "$compare"
 work="$(mktemp -d -t gatehouse-pgo-XXXX)"
 start_gatehouse "$out/gen/release/gatehouse" "$work" true
 for stream in false true; do
-  body="{\"model\":\"openai/gpt-mock\",\"index\":\"Zero-Knowledge\",\"stream\":$stream,\"messages\":[{\"role\":\"user\",\"content\":\"Summarise in one sentence why a gateway should add little latency.\"}]}"
+  body="$(chat_body "$stream")"
   taskset -c 0 "$oha" --no-tui -z "${secs}s" -c 64 -m POST -H "authorization: Bearer $key" -H 'content-type: application/json' \
     -d "$body" "http://127.0.0.1:$port/chat/completions" > "$work/oha.txt"
   ok="$(grep -oE '\[200\] [0-9]+' "$work/oha.txt" | awk '{print $2}')"

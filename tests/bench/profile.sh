@@ -39,7 +39,7 @@ source "$root/tests/bench/common.sh"
 start_mock "$root/target/release/examples/compare"
 start_gatehouse "$bin" "$work" "$durable" GATEHOUSE_WASM_PERFMAP=1
 
-body="{\"model\":\"openai/gpt-mock\",\"index\":\"Zero-Knowledge\",\"stream\":$stream,\"messages\":[{\"role\":\"user\",\"content\":\"Summarise in one sentence why a gateway should add little latency.\"}]}"
+body="$(chat_body "$stream")"
 load() {
   taskset -c 0 "$oha" --no-tui -z "$1" -c 64 "${@:2}" -m POST -H "authorization: Bearer $key" -H 'content-type: application/json' \
     -d "$body" "http://127.0.0.1:$port/chat/completions"
