@@ -51,13 +51,17 @@ fn heldout_set_is_well_formed_disjoint_from_training_and_big_enough() {
             (field("text"), field("source"), field("kind"), field("slice"), field("split"), field("group"));
         let label = v["label"].as_i64().unwrap_or_else(|| panic!("missing label in {v}"));
         assert!(!text.trim().is_empty(), "empty text from {source}");
-        assert!(texts.insert(text), "duplicate text from {source}: {}", &text[..text.len().min(80)]);
+        assert!(texts.insert(text), "duplicate text from {source}: {}", text.chars().take(80).collect::<String>());
         assert!(split == "validation" || split == "test", "split {split:?}");
         assert_eq!(*group_split.entry(group).or_insert(split), split, "group {group} is in both splits");
         for t in TRAINING_SOURCES {
             assert!(!source.to_lowercase().contains(t), "training source {source} in the held-out set");
         }
-        assert!(!training.contains(&norm(text)), "held-out text also in the training data ({source}): {}", &text[..text.len().min(80)]);
+        assert!(
+            !training.contains(&norm(text)),
+            "held-out text also in the training data ({source}): {}",
+            text.chars().take(80).collect::<String>()
+        );
         match label {
             1 => {
                 assert!(KINDS.contains(&kind), "attack kind {kind:?}");
