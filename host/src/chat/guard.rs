@@ -34,7 +34,7 @@ pub fn subject(ctx: &AuthContext, p: &Prepared) -> Subject {
 /// output checks.
 pub fn guard_input(app: &AppState, ctx: &AuthContext, p: &mut Prepared) -> Result<Guarded, Box<Refusal>> {
     let mut guarded = Guarded { verdict: "allow", ..Default::default() };
-    let mut at = ("policy", p.meta.policy_used.clone());
+    let mut at = ("policy", None);
     match run(app, ctx, p, &mut guarded, &mut at) {
         Ok(()) => Ok(guarded),
         Err(mut refusal) => {
@@ -44,7 +44,7 @@ pub fn guard_input(app: &AppState, ctx: &AuthContext, p: &mut Prepared) -> Resul
             // A stage that failed rather than judged (a plugin fault, a detector
             // not loaded) is still named: every refusal lists its stage.
             if all.last().is_none_or(|v| v["action"] != "block") {
-                let (stage, plugin) = at;
+                let (stage, plugin) = (at.0, at.1.unwrap_or(p.meta.policy_used.as_str()));
                 all.push(json!({"stage": stage, "plugin": plugin, "action": "block", "score": 0.0, "reasons": [refusal.error.message]}));
             }
             refusal.verdicts = all;
@@ -53,13 +53,13 @@ pub fn guard_input(app: &AppState, ctx: &AuthContext, p: &mut Prepared) -> Resul
     }
 }
 
-/// The stages in order; `at` names the one running (stage, plugin).
+/// The stages in order; `at` names the one running (stage, plugin; no plugin: the policy).
 fn run(
     app: &AppState,
     ctx: &AuthContext,
     p: &mut Prepared,
     guarded: &mut Guarded,
-    at: &mut (&'static str, String),
+    at: &mut (&'static str, Option<&'static str>),
 ) -> Result<(), Box<Refusal>> {
     let who = subject(ctx, p);
     let policy_name = p.meta.policy_used.clone();
@@ -93,7 +93,7 @@ fn run(
     // Prompt Shield on the input, as strict as `setting` says.
     let (enabled, mode, source) = (setting.enabled, setting.mode, setting.source);
     let mut planted = None;
-    *at = ("input", PROMPT_SHIELD.to_owned());
+    *at = ("input", Some(PROMPT_SHIELD));
     if enabled {
         let shield = p
             .adapters
@@ -119,7 +119,7 @@ fn run(
     // PII and DLP, on what the caller sent: the canary instruction is the
     // host's own text, so it is planted after (a token that looked like a
     // secret must not get a request refused, and scanning it is wasted work).
-    *at = ("input", PII_DLP.to_owned());
+    *at = ("input", Some(PII_DLP));
     if let Some(detector) = p.adapters.detector(PII_DLP) {
         let cfg = app.config_texts.pii_dlp(&config, decision.pii_action, decision.dlp_action);
         security::pii_dlp(detector.as_ref(), &decision, &cfg, &mut p.normalized.messages, &who, guarded)?;
@@ -178,9 +178,10 @@ fn policy_refusal(who: &Subject, reason: String) -> Box<Refusal> {
 }
 
 /// `POST /api/policy/check`: the whole input pipeline (policy, Prompt Shield,
-/// PII, DLP) on a chat request body, without calling a model. Metered in the
-/// key's chat buckets like a chat request; its refusals are audited (marked
-/// `dryRun`), but fire no webhook events and leave no usage or receipt.
+/// PII, DLP) on a chat request body, without calling a model, so `model` and
+/// `index` are optional here (checked when given). Metered in the key's chat
+/// buckets like a chat request; its refusals are audited (marked `dryRun`),
+/// but fire no webhook events and leave no usage or receipt.
 #[utoipa::path(
     post, path = "/api/policy/check", tag = "operations", request_body = crate::api::schema::ChatRequest,
     responses(
