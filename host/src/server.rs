@@ -63,6 +63,7 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> any
         admission: Default::default(),
         config_texts: Default::default(),
     });
+    crate::chat::policy_select::log_stored_defaults(app.store.as_ref(), app.adapters.snapshot().as_ref());
     plugins.watch(Duration::from_millis(app.config().plugins.reload_debounce_ms))?;
     // Index the knowledge bases in the background; queries before it finishes build their own.
     tokio::task::spawn_blocking(move || knowledge.prewarm());

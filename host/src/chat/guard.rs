@@ -6,11 +6,15 @@ use rand::RngCore;
 use serde_json::json;
 
 use super::handler::Prepared;
+use super::request::PromptShieldOption;
 use super::request::ZERO_KNOWLEDGE;
-use super::security::{self, Guarded, PII_DLP, PROMPT_SHIELD, PolicyInput, Refusal, Strictness, Subject};
+use super::security::{self, Guarded, PII_DLP, PROMPT_SHIELD, PolicyDecision, PolicyInput, Refusal, Subject};
+use super::shield_mode::{self, ShieldSetting};
 use crate::api::error::ChatError;
 use crate::app::AppState;
+use crate::audit::outcome;
 use crate::auth::AuthContext;
+use crate::store::model::Severity;
 
 fn refuse(error: ChatError) -> Box<Refusal> {
     Box::new(Refusal { error, events: Vec::new(), audit: Vec::new(), verdicts: Vec::new() })
@@ -30,19 +34,33 @@ pub fn subject(ctx: &AuthContext, p: &Prepared) -> Subject {
 /// output checks.
 pub fn guard_input(app: &AppState, ctx: &AuthContext, p: &mut Prepared) -> Result<Guarded, Box<Refusal>> {
     let mut guarded = Guarded { verdict: "allow", ..Default::default() };
-    match run(app, ctx, p, &mut guarded) {
+    let mut at = ("policy", None);
+    match run(app, ctx, p, &mut guarded, &mut at) {
         Ok(()) => Ok(guarded),
         Err(mut refusal) => {
             // Verdicts so far come first; the refusing stage may have pushed its own already.
             let mut all = std::mem::take(&mut guarded.verdicts);
             all.append(&mut refusal.verdicts);
+            // A stage that failed rather than judged (a plugin fault, a detector
+            // not loaded) is still named: every refusal lists its stage.
+            if all.last().is_none_or(|v| v["action"] != "block") {
+                let (stage, plugin) = (at.0, at.1.unwrap_or(p.meta.policy_used.as_str()));
+                all.push(json!({"stage": stage, "plugin": plugin, "action": "block", "score": 0.0, "reasons": [refusal.error.message]}));
+            }
             refusal.verdicts = all;
             Err(refusal)
         }
     }
 }
 
-fn run(app: &AppState, ctx: &AuthContext, p: &mut Prepared, guarded: &mut Guarded) -> Result<(), Box<Refusal>> {
+/// The stages in order; `at` names the one running (stage, plugin; no plugin: the policy).
+fn run(
+    app: &AppState,
+    ctx: &AuthContext,
+    p: &mut Prepared,
+    guarded: &mut Guarded,
+    at: &mut (&'static str, Option<&'static str>),
+) -> Result<(), Box<Refusal>> {
     let who = subject(ctx, p);
     let policy_name = p.meta.policy_used.clone();
     let engine =
@@ -65,45 +83,17 @@ fn run(app: &AppState, ctx: &AuthContext, p: &mut Prepared, guarded: &mut Guarde
     };
     let decision = security::apply_policy(engine.as_ref(), &input, &who)?;
     p.meta.policy_hash = Some(engine.hash());
+    // What the policy constrains beyond its own allow: a refusal here is the
+    // policy stage's, with its verdict and audit record like a plugin deny.
+    let setting = constraints(p, &decision, &requested, &who)?;
     guarded.verdicts.push(json!({
         "stage": "policy", "plugin": policy_name, "action": "allow", "score": 0.0, "reasons": decision.reason.iter().collect::<Vec<_>>(),
     }));
-    if p.params.index != ZERO_KNOWLEDGE
-        && let Some(allowed) = &decision.allowed_indexes
-        && !allowed.contains(&p.params.index)
-    {
-        return Err(refuse(ChatError::access_denied(format!("policy {policy_name} does not allow knowledge base {}", p.params.index))));
-    }
-    if let Some(providers) = &decision.allowed_providers
-        && !p.params.chain.iter().any(|e| providers.iter().any(|a| a == e.model.provider()))
-    {
-        return Err(refuse(ChatError::access_denied(format!("policy {policy_name} allows none of the providers in the model chain"))));
-    }
 
-    // Prompt Shield on the input.
-    // A policy may switch Prompt Shield off (`shield-mode = "off"`); a request may
-    // switch it off only where the policy allows, and on again at will.
-    let policy_off = decision.shield_mode == "off";
-    let enabled = match requested.enabled {
-        Some(false) => !decision.shield_may_disable,
-        Some(true) => true,
-        None => !policy_off,
-    };
-    let (mode, source) = match requested.policy.as_deref() {
-        Some(m) => (
-            Strictness::parse(m).ok_or_else(|| {
-                refuse(ChatError::invalid_request(format!("`prompt_shield.policy` is `{m}`; use monitor, balanced or strict")))
-            })?,
-            "request",
-        ),
-        None => (Strictness::parse(&decision.shield_mode).unwrap_or(Strictness::Balanced), "policy"),
-    };
-    let source = match (requested.enabled, source) {
-        (None, "policy") if policy_off => "policy",
-        (Some(false), _) => "request",
-        (_, s) => s,
-    };
+    // Prompt Shield on the input, as strict as `setting` says.
+    let (enabled, mode, source) = (setting.enabled, setting.mode, setting.source);
     let mut planted = None;
+    *at = ("input", Some(PROMPT_SHIELD));
     if enabled {
         let shield = p
             .adapters
@@ -129,6 +119,7 @@ fn run(app: &AppState, ctx: &AuthContext, p: &mut Prepared, guarded: &mut Guarde
     // PII and DLP, on what the caller sent: the canary instruction is the
     // host's own text, so it is planted after (a token that looked like a
     // secret must not get a request refused, and scanning it is wasted work).
+    *at = ("input", Some(PII_DLP));
     if let Some(detector) = p.adapters.detector(PII_DLP) {
         let cfg = app.config_texts.pii_dlp(&config, decision.pii_action, decision.dlp_action);
         security::pii_dlp(detector.as_ref(), &decision, &cfg, &mut p.normalized.messages, &who, guarded)?;
@@ -143,15 +134,63 @@ fn run(app: &AppState, ctx: &AuthContext, p: &mut Prepared, guarded: &mut Guarde
     Ok(())
 }
 
+/// The policy's constraints on this request: knowledge base, providers, and
+/// how strict Prompt Shield runs. `Err` is the refusal's reason.
+fn constraints(
+    p: &Prepared,
+    decision: &PolicyDecision,
+    requested: &PromptShieldOption,
+    who: &Subject,
+) -> Result<ShieldSetting, Box<Refusal>> {
+    let policy = &who.policy;
+    if p.params.index != ZERO_KNOWLEDGE
+        && let Some(allowed) = &decision.allowed_indexes
+        && !allowed.contains(&p.params.index)
+    {
+        return Err(policy_refusal(who, format!("policy {policy} does not allow knowledge base {}", p.params.index)));
+    }
+    // An empty chain (a policy check without a model) sends nothing anywhere.
+    if let Some(providers) = &decision.allowed_providers
+        && !p.params.chain.is_empty()
+        && !p.params.chain.iter().any(|e| providers.iter().any(|a| a == e.model.provider()))
+    {
+        return Err(policy_refusal(who, format!("policy {policy} allows none of the providers in the model chain")));
+    }
+    shield_mode::resolve(requested, decision, policy).map_err(|r| match r {
+        shield_mode::Refused::Invalid(m) => refuse(ChatError::invalid_request(m)),
+        shield_mode::Refused::Lowered(m) => policy_refusal(who, m),
+    })
+}
+
+/// A refusal by the policy stage: 403, its `block` verdict and an audit record.
+fn policy_refusal(who: &Subject, reason: String) -> Box<Refusal> {
+    Box::new(Refusal {
+        error: ChatError::access_denied(reason.clone()),
+        events: Vec::new(),
+        verdicts: vec![json!({"stage": "policy", "plugin": who.policy, "action": "block", "score": 1.0, "reasons": [reason]})],
+        audit: vec![who.audit(
+            format!("Request denied by policy {}: {reason}", who.policy),
+            outcome::BLOCKED,
+            Severity::Warning,
+            json!({"operation": "policy_deny"}),
+        )],
+    })
+}
+
 /// `POST /api/policy/check`: the whole input pipeline (policy, Prompt Shield,
-/// PII, DLP) on a chat request body, without calling a model. Records nothing.
+/// PII, DLP) on a chat request body, without calling a model, so `model` and
+/// `index` are optional here (checked when given). Metered in the key's chat
+/// buckets like a chat request; its refusals are audited (marked `dryRun`),
+/// but fire no webhook events and leave no usage or receipt.
 #[utoipa::path(
     post, path = "/api/policy/check", tag = "operations", request_body = crate::api::schema::ChatRequest,
     responses(
-        (status = 200, description = "The verdicts; `allowed: false` with `reason` when the request would be refused",
+        (status = 200, description = "The verdicts of every stage that ran; `allowed: false` with `reason` when the request would be refused",
          body = crate::api::schema::PolicyCheck),
         (status = 400, description = "The body is not a valid chat request (`VALIDATION_ERROR`)", body = crate::api::error::NestedError),
         (status = 403, description = "A model, index or policy this key may not use (`INSUFFICIENT_PERMISSIONS`)",
+         body = crate::api::error::NestedError),
+        (status = 429, description = "The key's chat rate limit or quota (`RATE_LIMIT_EXCEEDED`, `Retry-After`)",
          body = crate::api::error::NestedError),
     )
 )]
@@ -159,32 +198,75 @@ pub async fn policy_check(
     axum::extract::State(app): axum::extract::State<AppState>,
     crate::auth::Authed(ctx): crate::auth::Authed,
     body: axum::body::Bytes,
-) -> Result<axum::Json<serde_json::Value>, crate::api::error::AdminError> {
-    use crate::api::error::AdminError;
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
     let cfg = app.config();
+    let limits = crate::auth::limits::effective(cfg.limits.chat, &ctx.key.limits);
     let defaults =
         super::request::TimeoutDefaults { timeout_ms: cfg.chat.timeout_ms, first_token_timeout_ms: cfg.chat.first_token_timeout_ms };
     drop(cfg);
-    let to_admin =
-        |e: ChatError| AdminError::new(e.status, crate::api::error::code::VALIDATION_ERROR, format!("{}: {}", e.error, e.message));
-    let params = super::request::parse(&body, defaults).map_err(to_admin)?;
-    let mut p = super::handler::prepare(&app, &ctx, params, super::format::Format::Gatehouse, String::new()).map_err(|e| {
-        if e.status == axum::http::StatusCode::FORBIDDEN {
-            AdminError::new(e.status, crate::api::error::code::INSUFFICIENT_PERMISSIONS, e.message)
-        } else {
-            to_admin(e)
+    // The chat buckets: a dry run costs what a request costs, so it cannot be
+    // used to probe the shield without limit.
+    let decision = app.limiter.check(crate::auth::limits::BucketSet::Chat, &ctx.key.id, limits, chrono::Utc::now());
+    let resp = if decision.exceeded.is_some() {
+        let (events, audit) = super::handler::limit_reached(&ctx, &decision);
+        if (!events.is_empty() || !audit.is_empty())
+            && let Err(e) = app.store.enqueue_events(events, audit).await
+        {
+            tracing::error!(error = %e, "recording api:limit_reached failed");
         }
-    })?;
-    let (allowed, verdicts, reason) = match guard_input(&app, &ctx, &mut p) {
-        Ok(g) => (true, g.verdicts, None),
-        Err(r) => (false, r.verdicts, Some(r.error.message)),
+        let e = super::handler::rate_limit_error(&decision);
+        let mut nested = crate::api::error::AdminError::new(e.status, crate::api::error::code::RATE_LIMIT_EXCEEDED, e.message);
+        nested.retry_after = e.retry_after;
+        nested.into_response()
+    } else {
+        match check(&app, &ctx, &body, defaults).await {
+            Ok(v) => axum::Json(v).into_response(),
+            Err(e) => e.into_response(),
+        }
     };
-    Ok(axum::Json(json!({
+    super::handler::with_limit_headers(resp, &decision)
+}
+
+async fn check(
+    app: &AppState,
+    ctx: &AuthContext,
+    body: &[u8],
+    defaults: super::request::TimeoutDefaults,
+) -> Result<serde_json::Value, crate::api::error::AdminError> {
+    use crate::api::error::{AdminError, code};
+    let to_admin = |e: ChatError| {
+        if e.status == axum::http::StatusCode::FORBIDDEN {
+            AdminError::new(e.status, code::INSUFFICIENT_PERMISSIONS, e.message)
+        } else {
+            AdminError::new(e.status, code::VALIDATION_ERROR, format!("{}: {}", e.error, e.message))
+        }
+    };
+    let params = super::request::parse_check(body, defaults).map_err(to_admin)?;
+    let mut p = super::handler::prepare(app, ctx, params, super::format::Format::Gatehouse, String::new()).map_err(to_admin)?;
+    let (allowed, verdicts, reason) = match guard_input(app, ctx, &mut p) {
+        Ok(g) => (true, g.verdicts, None),
+        Err(r) => {
+            let mut audit = r.audit;
+            for a in &mut audit {
+                a.metadata["dryRun"] = json!(true);
+                a.metadata["route"] = json!("/api/policy/check");
+            }
+            if !audit.is_empty() {
+                app.store.append_audit(audit).await.map_err(|e| {
+                    tracing::error!(error = %e, "recording a policy check's refusal failed");
+                    AdminError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, code::INTERNAL_ERROR, "the check could not be recorded")
+                })?;
+            }
+            (false, r.verdicts, Some(r.error.message))
+        }
+    };
+    Ok(json!({
         "success": true,
         "allowed": allowed,
         "reason": reason,
         "policy": p.meta.policy_used,
         "policy_source": p.meta.policy_source,
         "verdicts": verdicts,
-    })))
+    }))
 }

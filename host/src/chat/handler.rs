@@ -269,7 +269,7 @@ pub fn prepare(
         policy_hash: None,
         prompt_shield_policy: None,
         served_model: String::new(),
-        requested_model: params.requested_model().to_string(),
+        requested_model: params.chain.first().map(|e| e.model.to_string()).unwrap_or_default(),
         failover: None,
         smltp: Some(json!({"bundle_id": bundle_id, "receipt_url": format!("/api/receipts/{bundle_id}")})),
         rag_enabled: false,
@@ -301,7 +301,8 @@ pub fn prepare(
     })
 }
 
-/// Request, then the key's default, then its group's, then the config's.
+/// The policy of the request (`chat::policy_select`): the group is read only
+/// when the request and the key's own default leave it open.
 fn select_policy(
     app: &AppState,
     adapters: &dyn AdapterSet,
@@ -309,30 +310,11 @@ fn select_policy(
     params: &ChatParams,
 ) -> Result<(String, &'static str), ChatError> {
     let cfg = app.config();
-    let (name, source) = if let Some(p) = &params.policy {
-        if let Some(allowed) = &ctx.key.allowed_policies
-            && !allowed.iter().any(|a| a == p)
-        {
-            return Err(ChatError::access_denied(format!("this API key may not use policy `{p}`")));
-        }
-        (p.clone(), "request")
-    } else if let Some(p) = &ctx.key.default_policy {
-        (p.clone(), "api_key")
-    } else if let Some(p) = ctx.key.group_id.as_deref().and_then(|g| app.store.get_group(g).ok().flatten()).and_then(|g| g.default_policy) {
-        (p, "group")
-    } else {
-        (cfg.policies.default.clone(), "default")
+    let group_default = || match ctx.key.group_id.as_deref() {
+        Some(g) => Ok(app.store.get_group(g)?.and_then(|g| g.default_policy)),
+        None => Ok(None),
     };
-    if !adapters.has_policy(&name) {
-        let mut known = adapters.policy_names();
-        known.sort();
-        return Err(ChatError::new(
-            StatusCode::BAD_REQUEST,
-            text::UNKNOWN_POLICY,
-            format!("no policy `{name}`; loaded policies: {}", known.join(", ")),
-        ));
-    }
-    Ok((name, source))
+    super::policy_select::select(adapters, &ctx.key, params.policy.as_deref(), group_default, &cfg.policies.default)
 }
 
 /// The `api:model_failover` events of a chain.
@@ -466,7 +448,7 @@ pub(super) async fn finish(app: &AppState, reply: Reply, guard: Option<Guard>) -
     resp
 }
 
-fn rate_limit_error(d: &Decision) -> ChatError {
+pub fn rate_limit_error(d: &Decision) -> ChatError {
     let Some(x) = &d.exceeded else {
         return ChatError::internal();
     };

@@ -88,11 +88,6 @@ pub struct ChatParams {
 }
 
 impl ChatParams {
-    /// The first model of the chain (`requested_model`).
-    pub fn requested_model(&self) -> &ModelId {
-        &self.chain[0].model
-    }
-
     /// True when the caller gave more than one chain entry.
     pub fn multi_model(&self) -> bool {
         self.chain.len() > 1
@@ -142,6 +137,22 @@ fn opt_timeout(obj: &Map<String, Value>, field: &str, path: &str) -> Result<Opti
 
 /// Parse the raw body. `Err` carries the flat-format error to send.
 pub fn parse(body: &[u8], defaults: TimeoutDefaults) -> Result<ChatParams, ChatError> {
+    from_object(body_object(body)?, defaults)
+}
+
+/// Parse a body for `/api/policy/check`, which calls no model: `index`
+/// defaults to `Zero-Knowledge` and the chain may be empty. Whatever is
+/// given is validated as for a chat request.
+pub fn parse_check(body: &[u8], defaults: TimeoutDefaults) -> Result<ChatParams, ChatError> {
+    let mut obj = body_object(body)?;
+    if obj.get("index").is_none_or(Value::is_null) {
+        obj.insert("index".to_owned(), Value::String(ZERO_KNOWLEDGE.to_owned()));
+    }
+    let no_model = ["model", "models", "fallback_models"].iter().all(|k| obj.get(*k).is_none_or(Value::is_null));
+    validate(obj, defaults, !no_model)
+}
+
+fn body_object(body: &[u8]) -> Result<Map<String, Value>, ChatError> {
     let value: Value = serde_json::from_slice(body).map_err(|e| {
         if std::str::from_utf8(body).is_err() {
             invalid("the body is not valid UTF-8; send JSON encoded as UTF-8")
@@ -152,11 +163,16 @@ pub fn parse(body: &[u8], defaults: TimeoutDefaults) -> Result<ChatParams, ChatE
     let Value::Object(obj) = value else {
         return Err(invalid("the body must be a JSON object"));
     };
-    from_object(obj, defaults)
+    Ok(obj)
 }
 
 /// Validate a parsed JSON object.
-pub fn from_object(mut obj: Map<String, Value>, defaults: TimeoutDefaults) -> Result<ChatParams, ChatError> {
+pub fn from_object(obj: Map<String, Value>, defaults: TimeoutDefaults) -> Result<ChatParams, ChatError> {
+    validate(obj, defaults, true)
+}
+
+/// [`from_object`]; without `needs_model` an absent model leaves the chain empty.
+fn validate(mut obj: Map<String, Value>, defaults: TimeoutDefaults, needs_model: bool) -> Result<ChatParams, ChatError> {
     // Rule 1: index.
     let index = match obj.get("index") {
         None | Some(Value::Null) => {
@@ -182,7 +198,7 @@ pub fn from_object(mut obj: Map<String, Value>, defaults: TimeoutDefaults) -> Re
     }
 
     let messages = parse_messages(&obj)?;
-    let (chain, on) = parse_chain(&obj, defaults)?;
+    let (chain, on) = parse_chain(&obj, defaults, needs_model)?;
 
     let temperature = match obj.get("temperature") {
         None | Some(Value::Null) => DEFAULT_TEMPERATURE,
@@ -344,7 +360,11 @@ fn parse_messages(obj: &Map<String, Value>) -> Result<Vec<Message>, ChatError> {
     Ok(messages)
 }
 
-fn parse_chain(obj: &Map<String, Value>, defaults: TimeoutDefaults) -> Result<(Vec<ChainEntry>, HashSet<Trigger>), ChatError> {
+fn parse_chain(
+    obj: &Map<String, Value>,
+    defaults: TimeoutDefaults,
+    needs_model: bool,
+) -> Result<(Vec<ChainEntry>, HashSet<Trigger>), ChatError> {
     let mut chain_timeout = defaults.timeout_ms;
     let mut chain_ftt = defaults.first_token_timeout_ms;
     let mut on: HashSet<Trigger> = [Trigger::Timeout, Trigger::ServerError, Trigger::RateLimit].into();
@@ -426,6 +446,7 @@ fn parse_chain(obj: &Map<String, Value>, defaults: TimeoutDefaults) -> Result<(V
                 }
             }
         }
+        None if model.is_none() && !needs_model => {}
         None => {
             let Some(m) = model else {
                 return Err(invalid("name a model: `model` (\"<provider>/<model_name>\") or a `models` chain"));

@@ -247,7 +247,7 @@ impl Subject {
         OutboxEvent::new(kind, data)
     }
 
-    fn audit(&self, description: String, out: &str, severity: Severity, meta: Value) -> AuditEntry {
+    pub(super) fn audit(&self, description: String, out: &str, severity: Severity, meta: Value) -> AuditEntry {
         let mut a = Audit::new(kind::SECURITY_EVENT, category::SECURITY_MONITORING, description)
             .severity(severity)
             .outcome(out)

@@ -179,11 +179,26 @@ fn apply(app: &AppState, key: &mut ApiKeyRecord, o: KeyOptions) -> Result<(), Ad
     if o.allowed_indexes.is_some() {
         key.allowed_indexes = o.allowed_indexes;
     }
+    let policies_changed = o.allowed_policies.is_some() || o.default_policy.is_some();
     if o.allowed_policies.is_some() {
         key.allowed_policies = o.allowed_policies;
     }
     if o.default_policy.is_some() {
         key.default_policy = o.default_policy;
+    }
+    // A default the key could never run under would be skipped on every
+    // request; refuse it now. Checked on the result, so narrowing
+    // `allowedPolicies` below the current default is caught too.
+    if policies_changed && let Some(p) = &key.default_policy {
+        let adapters = app.adapters.snapshot();
+        if let Some(problem) = crate::chat::policy_select::default_problem(adapters.as_ref(), key, p) {
+            let usable = crate::chat::policy_select::usable_names(adapters.as_ref(), key);
+            return Err(AdminError::validation(format!(
+                "`defaultPolicy`: {problem}; choose one of the loaded policies the key may use ({}) and send it with `allowedPolicies` \
+                 if you change both",
+                if usable.is_empty() { "none".to_owned() } else { usable.join(", ") }
+            )));
+        }
     }
     if let Some(l) = o.limits {
         for (n, v) in [("perMinute", l.per_minute), ("perHour", l.per_hour), ("perDay", l.per_day), ("perMonth", l.per_month)] {
