@@ -196,4 +196,27 @@ mod tests {
         assert_ne!(body_hash(br#"{"a":1}"#), body_hash(br#"{"a":2}"#));
         assert_eq!(body_hash(b"not json"), body_hash(b"not json"));
     }
+
+    #[test]
+    fn equal_numbers_are_the_same_body_however_they_are_spelled() {
+        let h = |n: &str| body_hash(format!(r#"{{"temperature":{n},"x":[{n}]}}"#).as_bytes());
+        for same in ["1.0", "1e0", "1E+0", "10e-1", "0.1e1", "1.000", "0.0001e4"] {
+            assert_eq!(h("1"), h(same), "1 vs {same}");
+        }
+        assert_eq!(h("0"), h("-0"));
+        assert_eq!(h("0"), h("0.0e5"));
+        assert_eq!(h("-2.50"), h("-25e-1"));
+        assert_eq!(h("100"), h("1e2"));
+        for other in ["1.01", "-1", "10", "0.1", "2"] {
+            assert_ne!(h("1"), h(other), "1 vs {other}");
+        }
+        // Exact, not through a float: integers past 2^53 stay distinct.
+        assert_ne!(h("12345678901234567890123"), h("12345678901234567890124"));
+        assert_eq!(h("12345678901234567890123"), h("1234567890123456789012.3e1"));
+        // A number and a string are different bodies; strings are compared decoded.
+        assert_ne!(body_hash(br#"{"a":1}"#), body_hash(br#"{"a":"1"}"#));
+        assert_eq!(body_hash(br#"{"a":"A"}"#), body_hash(br#"{"a":"\u0041"}"#));
+        assert_eq!(body_hash(br#"{"a":"1.0 e5"}"#), body_hash(br#"{"a":"1.0 e5"}"#));
+        assert_ne!(body_hash(br#"{"a":"1.0"}"#), body_hash(br#"{"a":"1"}"#), "text inside strings is not a number");
+    }
 }

@@ -514,6 +514,43 @@ mod tests {
         }
     }
 
+    /// IPv4 inside IPv6: every embedding a stack, a translator or a tunnel
+    /// turns back into the IPv4 address is judged by that address, and the
+    /// ranges that only a local translator would honour are refused whole.
+    #[test]
+    fn ipv4_embedded_in_ipv6_is_judged_by_its_ipv4() {
+        for bad in [
+            // IPv4-translated (SIIT, ::ffff:0:0/96): refused whole.
+            "::ffff:0:7f00:1",
+            "::ffff:0:a00:1",
+            "::ffff:0:808:808",
+            // IPv4-mapped and IPv4-compatible.
+            "::ffff:a9fe:a9fe",
+            "::a00:1",
+            // NAT64 (64:ff9b::/96 with a private IPv4; the local-use /48 whole).
+            "64:ff9b::a9fe:a9fe",
+            "64:ff9b:1:a00:1::",
+            "64:ff9b:1::808:808",
+            // 6to4 of a private IPv4.
+            "2002:a00:1::1",
+            "2002:a9fe:a9fe::",
+            // Teredo (2001::/32): refused whole.
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+            // ISATAP interface ids embedding a private IPv4, under any prefix.
+            "2600:1f18::5efe:a00:1",
+            "2600:1f18::200:5efe:c0a8:101",
+            // Not global unicast (outside 2000::/3), whatever it embeds.
+            "64:ff9b:0:0:1::a00:1",
+            "5f00::1",
+            "4000::808:808",
+        ] {
+            assert!(forbidden(ip(bad)).is_some(), "{bad} should be refused");
+        }
+        for good in ["64:ff9b::808:808", "2002:808:808::1", "::ffff:8.8.8.8", "2600:1f18::5efe:808:808", "2a00:1450:4001::1"] {
+            assert_eq!(forbidden(ip(good)), None, "{good} should be allowed");
+        }
+    }
+
     fn resolver(allow: bool, table: Table) -> GuardedResolver {
         GuardedResolver::new(Arc::new(table), Arc::new(move || allow))
     }
