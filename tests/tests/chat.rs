@@ -823,9 +823,7 @@ async fn a_deadline_the_caller_shortened_does_not_put_a_shared_model_into_cooldo
 #[tokio::test]
 async fn timeouts_at_the_operators_deadline_still_count() {
     let mock = MockUpstream::start().await;
-    let s = builder(&mock)
-        .toml("[chat]\ntimeout_ms = 300\n[upstream]\nbreaker_failures = 2\nbreaker_cooldown_ms = 60000\n")
-        .start();
+    let s = builder(&mock).toml("[chat]\ntimeout_ms = 300\n[upstream]\nbreaker_failures = 2\nbreaker_cooldown_ms = 60000\n").start();
     // A deadline above the operator's counts like the operator's own.
     let (st, _, v) = chat(&s, req(json!([{"model": "openai/slow-3000-t", "timeout_ms": 400}]))).await;
     assert_eq!(st, 502, "{v}");
