@@ -33,6 +33,7 @@ const ENV_KEYS: &[&str] = &[
     "webhooks",
     "chat",
     "upstream",
+    "metrics",
 ];
 
 #[derive(Debug, Clone, Deserialize)]
@@ -56,6 +57,7 @@ pub struct Config {
     pub policies: PoliciesConfig,
     pub plugins: PluginsConfig,
     pub webhooks: WebhooksConfig,
+    pub metrics: MetricsConfig,
 }
 
 impl Default for Config {
@@ -98,6 +100,7 @@ impl Default for Config {
             policies: PoliciesConfig::default(),
             plugins: PluginsConfig::default(),
             webhooks: WebhooksConfig::default(),
+            metrics: MetricsConfig::default(),
         }
     }
 }
@@ -369,6 +372,59 @@ impl Default for WebhooksConfig {
     }
 }
 
+/// Who may read `/metrics` besides admin keys (docs/decisions/metrics.md).
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct MetricsConfig {
+    /// Environment variable holding the scrape key: a bearer token (at least
+    /// 32 visible ASCII characters) that reads `/metrics` and nothing else.
+    /// Unset: only admin keys read `/metrics`.
+    pub scrape_key_env: Option<String>,
+    /// The scrape key's SHA-256, read from `scrape_key_env` when the config loads.
+    #[serde(skip)]
+    pub scrape_key: Option<ScrapeKey>,
+}
+
+/// SHA-256 of the scrape key; the key itself is not kept.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub struct ScrapeKey([u8; 32]);
+
+impl std::fmt::Debug for ScrapeKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ScrapeKey(***)")
+    }
+}
+
+impl ScrapeKey {
+    pub fn of(secret: &str) -> Self {
+        use sha2::Digest as _;
+        ScrapeKey(sha2::Sha256::digest(secret.as_bytes()).into())
+    }
+
+    /// Is `token` the scrape key? Compared in constant time.
+    pub fn matches(&self, token: &str) -> bool {
+        use subtle::ConstantTimeEq as _;
+        ScrapeKey::of(token).0.ct_eq(&self.0).into()
+    }
+}
+
+impl MetricsConfig {
+    /// Read the scrape key from the environment variable the config names.
+    fn resolve(&mut self) -> Result<(), String> {
+        let Some(var) = &self.scrape_key_env else {
+            self.scrape_key = None;
+            return Ok(());
+        };
+        let key = std::env::var(var).map_err(|_| format!("metrics.scrape_key_env: environment variable {var} is not set"))?;
+        let key = key.trim();
+        if key.len() < 32 || !key.bytes().all(|b| b.is_ascii_graphic()) {
+            return Err(format!("metrics.scrape_key_env: the key in {var} must be at least 32 visible ASCII characters"));
+        }
+        self.scrape_key = Some(ScrapeKey::of(key));
+        Ok(())
+    }
+}
+
 /// Longest time span a setting may give, in seconds (ten years).
 const MAX_SPAN_SECS: u64 = 10 * 365 * 24 * 3600;
 
@@ -400,8 +456,9 @@ impl Config {
                 ENV_KEYS.contains(&top.as_str())
             }))
             .merge(Env::raw().only(&["WEBHOOKS_ALLOW_PRIVATE"]).map(|_| "webhooks.allow_private".into()));
-        let cfg: Config = fig.extract().map_err(|e| ConfigError { source_desc: source_desc.clone(), message: e.to_string() })?;
-        cfg.validate().map_err(|message| ConfigError { source_desc, message })?;
+        let mut cfg: Config = fig.extract().map_err(|e| ConfigError { source_desc: source_desc.clone(), message: e.to_string() })?;
+        cfg.validate().map_err(|message| ConfigError { source_desc: source_desc.clone(), message })?;
+        cfg.metrics.resolve().map_err(|message| ConfigError { source_desc, message })?;
         Ok(cfg)
     }
 
@@ -562,6 +619,18 @@ mod tests {
         }
         let f = write("[chat]\nidempotency_ttl_secs = 315360000\n[webhooks]\nretry_delays_secs = [0, 315360000]\n");
         assert!(Config::load(Some(f.path())).is_ok());
+    }
+
+    #[test]
+    fn a_scrape_key_must_come_from_a_set_variable() {
+        let f = write("[metrics]\nscrape_key_env = \"GATEHOUSE_TEST_SURELY_UNSET_SCRAPE_KEY\"\n");
+        let msg = Config::load(Some(f.path())).expect_err("unset variable").to_string();
+        assert!(msg.contains("metrics.scrape_key_env") && msg.contains("GATEHOUSE_TEST_SURELY_UNSET_SCRAPE_KEY"), "{msg}");
+        let key = ScrapeKey::of("scrape-0123456789abcdefghijklmnopqrstuvwxyz");
+        assert!(key.matches("scrape-0123456789abcdefghijklmnopqrstuvwxyz"));
+        assert!(!key.matches("scrape-0123456789abcdefghijklmnopqrstuvwxyZ"));
+        assert_eq!(format!("{key:?}"), "ScrapeKey(***)");
+        assert!(Config::load(Some(write("").path())).expect("no scrape key").metrics.scrape_key.is_none());
     }
 
     #[test]

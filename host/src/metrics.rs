@@ -1,9 +1,18 @@
-//! Prometheus metrics, served at `/metrics` (behind a key, like every route
-//! but `/health`). One process-wide registry so every module can record
-//! without threading a handle through its signatures.
+//! Prometheus metrics, served at `/metrics` to admin keys and to the scrape
+//! key of `metrics.scrape_key_env` (docs/decisions/metrics.md). One
+//! process-wide registry so every module can record without threading a
+//! handle through its signatures.
+//!
+//! Every label value comes from a bounded set the operator controls: route
+//! templates, plugin and index names, fixed reasons — and models only as the
+//! config lists them ([`Metrics::model_label`]); any other model a caller
+//! names is `other`, so no tenant can grow the exposition.
 
-use std::sync::OnceLock;
+use std::collections::HashSet;
+use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+
+use arc_swap::ArcSwap;
 
 use axum::extract::State;
 use axum::http::header;
@@ -16,7 +25,11 @@ use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
 use crate::app::AppState;
-use crate::auth::Authed;
+use crate::auth::MetricsReader;
+use crate::config::Config;
+
+/// The model label of every model the config does not list.
+pub const OTHER_MODEL: &str = "other";
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RouteStatus {
@@ -94,6 +107,8 @@ pub struct Metrics {
     pub store_commit_writes: Histogram,
     pub store_commit_duration: Histogram,
     pub retention_deleted: Family<TableLabel, Counter>,
+    /// Models that may name a series (see [`Metrics::configure_models`]).
+    configured_models: ArcSwap<HashSet<String>>,
 }
 
 impl Metrics {
@@ -201,7 +216,28 @@ impl Metrics {
             store_commit_writes,
             store_commit_duration,
             retention_deleted,
+            configured_models: ArcSwap::from_pointee(HashSet::new()),
         }
+    }
+
+    /// The models that may name a series: those `providers.<name>.models`
+    /// lists under its own provider (what `GET /api/models` shows). Called at
+    /// start and on every config reload.
+    pub fn configure_models(&self, cfg: &Config) {
+        let listed = cfg.providers.iter().flat_map(|(name, p)| {
+            p.models
+                .iter()
+                .map(|m| m.trim())
+                .filter(move |m| m.split_once('/').is_some_and(|(prov, rest)| prov == name && !rest.is_empty()))
+        });
+        self.configured_models.store(Arc::new(listed.map(str::to_owned).collect()));
+    }
+
+    /// The label of `model`: itself when the config lists it, otherwise
+    /// `other`. One lookup and the one string a label always took.
+    pub fn model_label(&self, model: &str) -> ModelLabel {
+        let listed = self.configured_models.load().contains(model);
+        ModelLabel { model: if listed { model } else { OTHER_MODEL }.to_owned() }
     }
 
     /// The text exposition format.
@@ -260,11 +296,13 @@ pub fn get() -> &'static Metrics {
 
 /// `GET /metrics`.
 #[utoipa::path(
-    get, path = "/metrics", tag = "operations",
+    get, path = "/metrics", tag = "admin",
+    description = "For admin keys and the scrape key named by `metrics.scrape_key_env` (Prometheus' `authorization` \
+                   credentials); any other key gets 403. Models the config does not list are labelled `other`.",
     responses((status = 200, description = "Prometheus/OpenMetrics text", body = String,
                content_type = "application/openmetrics-text"))
 )]
-pub async fn handler(State(app): State<AppState>, Authed(_): Authed) -> Response {
+pub async fn handler(State(app): State<AppState>, _reader: MetricsReader) -> Response {
     // Sampled at scrape time: a read of the store, not a counter kept on every path.
     match app.webhooks.queue_depth() {
         Ok(depth) => {

@@ -3,7 +3,8 @@
 //! whose provider secrets cannot be read) keeps the old one serving; either
 //! way the attempt is logged and audited (`config_management`).
 //!
-//! Reloaded: providers (base URLs, secrets from env or files, plugins),
+//! Reloaded: providers (base URLs, secrets from env or files, plugins, the
+//! models that name metric series), the metrics scrape key,
 //! knowledge bases, policies, limits, chat timeouts, webhook settings, and
 //! plugin grants and limits (outbound hosts, read-only folders, call timeout,
 //! memory cap up to its value at start), which apply from each plugin's next call.
@@ -38,6 +39,7 @@ pub async fn reload(app: &AppState, path: &Path, trigger: &str) -> bool {
             drop(old);
             // Logs each plugin whose grants changed.
             app.plugins.update_config(&cfg.plugins);
+            crate::metrics::get().configure_models(&cfg);
             app.config.store(Arc::new(cfg));
             app.targets.store(Arc::new(targets));
             tracing::info!(%trigger, path = %path.display(), "config reloaded");

@@ -34,6 +34,7 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> any
     let store_dyn: Arc<dyn crate::store::Store> = store.clone();
     let targets = crate::chat::providers::targets(&config)?;
     config.plugins.check_secrets().map_err(|e| anyhow::anyhow!(e))?;
+    crate::metrics::get().configure_models(&config);
     let transport = crate::chat::transport::Transport::new(&config.upstream)?;
     let breakers =
         crate::chat::breaker::Breakers::new(config.upstream.breaker_failures, Duration::from_millis(config.upstream.breaker_cooldown_ms));

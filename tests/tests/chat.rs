@@ -783,3 +783,182 @@ async fn a_stream_holds_its_slot_until_it_ends() {
         tokio::time::sleep(std::time::Duration::from_millis(20)).await;
     }
 }
+
+// ------------------------------------------------ breakers, cooldown and failover
+
+async fn chat_as(s: &Server, key: &str, body: Value) -> (u16, Value) {
+    let r = s.client.post(s.url("/chat/completions")).bearer_auth(key).json(&body).send().await.expect("send");
+    let status = r.status().as_u16();
+    let text = r.text().await.expect("body");
+    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+}
+
+#[tokio::test]
+async fn a_deadline_the_caller_shortened_does_not_put_a_shared_model_into_cooldown() {
+    let mock = MockUpstream::start().await;
+    // The default breaker: 5 failures in a row.
+    let s = builder(&mock).start();
+    let (_, attacker, _) = s.create_key(json!({"name": "attacker"})).await;
+    let (_, victim, _) = s.create_key(json!({"name": "victim"})).await;
+    let short = |field: &str| json!({"model": "openai/slow-100-shared", field: 1});
+    for stream in [false, true] {
+        let field = if stream { "first_token_timeout_ms" } else { "timeout_ms" };
+        let entries: Vec<Value> = (0..6).map(|_| short(field)).collect();
+        let body = json!({"index": "Zero-Knowledge", "stream": stream, "models": entries, "prompt": "poison"});
+        for _ in 0..2 {
+            let (st, v) = chat_as(&s, &attacker, body.clone()).await;
+            assert_eq!(st, 502, "{v}");
+            let attempts = v["attempts"].as_array().expect("attempts");
+            assert!(attempts.iter().all(|a| a["reason"] == "timeout"), "every entry was tried and timed out: {v}");
+        }
+    }
+    // Another tenant, with the operator's deadlines, is served.
+    for stream in [false, true] {
+        let body = json!({"index": "Zero-Knowledge", "stream": stream, "model": "openai/slow-100-shared", "prompt": "victim"});
+        let (st, v) = chat_as(&s, &victim, body).await;
+        assert_eq!(st, 200, "the attacker's deadlines put the model into cooldown: {v}");
+    }
+}
+
+#[tokio::test]
+async fn timeouts_at_the_operators_deadline_still_count() {
+    let mock = MockUpstream::start().await;
+    let s = builder(&mock).toml("[chat]\ntimeout_ms = 300\n[upstream]\nbreaker_failures = 2\nbreaker_cooldown_ms = 60000\n").start();
+    // A deadline above the operator's counts like the operator's own.
+    let (st, _, v) = chat(&s, req(json!([{"model": "openai/slow-3000-t", "timeout_ms": 400}]))).await;
+    assert_eq!(st, 502, "{v}");
+    let (st, _, v) = chat(&s, req(json!(["openai/slow-3000-t"]))).await;
+    assert_eq!(st, 502, "{v}");
+    assert_eq!(v["attempts"][0]["reason"], "timeout", "{v}");
+    let (st, _, v) = chat(&s, req(json!(["openai/slow-3000-t"]))).await;
+    assert_eq!(st, 502, "{v}");
+    assert_eq!(v["attempts"][0]["reason"], "cooldown", "two timeouts at the operator's deadline open the breaker: {v}");
+    assert_eq!(mock.count_for("slow-3000-t"), 2);
+}
+
+#[tokio::test]
+async fn one_request_counts_once_against_a_breaker_however_often_it_repeats_the_model() {
+    let mock = MockUpstream::start().await;
+    let s = builder(&mock).toml("[upstream]\nbreaker_failures = 2\nbreaker_cooldown_ms = 60000\n").start();
+    let six: Vec<&str> = vec!["openai/fail500-r"; 6];
+    let (st, _, v) = chat(&s, req(json!(six))).await;
+    assert_eq!(st, 502, "{v}");
+    let attempts = v["attempts"].as_array().expect("attempts");
+    assert_eq!(attempts.len(), 6);
+    assert!(attempts.iter().all(|a| a["status"] == "failed" && a["reason"] == "server_error"), "each entry is a retry: {v}");
+    assert_eq!(mock.count_for("fail500-r"), 6);
+    // The next request is still let through: the first counted once.
+    let (_, _, v) = chat(&s, req(json!(["openai/fail500-r"]))).await;
+    assert_eq!(v["attempts"][0]["reason"], "server_error", "{v}");
+    assert_eq!(mock.count_for("fail500-r"), 7);
+    // That was the second failure: now the model cools down.
+    let (_, _, v) = chat(&s, req(json!(["openai/fail500-r"]))).await;
+    assert_eq!(v["attempts"][0]["reason"], "cooldown", "{v}");
+    assert_eq!(mock.count_for("fail500-r"), 7);
+}
+
+#[tokio::test]
+async fn a_model_skipped_for_cooldown_fires_a_failover_event_for_its_hop() {
+    let mock = MockUpstream::start().await;
+    let s = builder(&mock).toml("[upstream]\nbreaker_failures = 1\nbreaker_cooldown_ms = 60000\n").start();
+    let (st, _, _) = chat(&s, req(json!(["openai/fail500-a"]))).await;
+    assert_eq!(st, 502);
+    for stream in [false, true] {
+        let mut body = req(json!(["openai/fail500-a", "anthropic/ok-b"]));
+        body["stream"] = json!(stream);
+        let (st, text) = self::stream(&s, body).await;
+        assert_eq!(st, 200, "{text}");
+    }
+    let ev = events(&s, "api:model_failover").await;
+    assert_eq!(ev.len(), 2, "one hop per request, JSON and stream: {ev:?}");
+    for e in &ev {
+        assert_eq!(e["data"]["failedModel"], "openai/fail500-a", "{e}");
+        assert_eq!(e["data"]["nextModel"], "anthropic/ok-b", "{e}");
+        assert_eq!(e["data"]["reason"], "cooldown", "{e}");
+    }
+    assert_eq!(mock.count_for("fail500-a"), 1, "the cooling model was not called");
+}
+
+#[tokio::test]
+async fn a_cooldown_ends_the_chain_when_its_class_is_not_in_on() {
+    let mock = MockUpstream::start().await;
+    let s = builder(&mock).toml("[upstream]\nbreaker_failures = 1\nbreaker_cooldown_ms = 60000\n").start();
+    // One model cools down after a server error, another after a rate limit.
+    assert_eq!(chat(&s, req(json!(["openai/fail500-a"]))).await.0, 502);
+    assert_eq!(chat(&s, req(json!(["openai/fail429-c"]))).await.0, 429);
+    for stream in [false, true] {
+        let body = |first: &str, on: Value| {
+            json!({"index": "Zero-Knowledge", "stream": stream, "models": [first, "anthropic/ok-b"],
+                   "redundancy": {"on": on}, "messages": [{"role": "user", "content": "hello there"}]})
+        };
+        // server_error is not in `on`: the chain ends at the cooling model.
+        let (st, _, v) = chat(&s, body("openai/fail500-a", json!(["timeout", "rate_limit"]))).await;
+        assert_eq!(st, 502, "{v}");
+        assert_eq!(v["error"], "All model attempts failed");
+        let attempts = v["attempts"].as_array().expect("attempts");
+        assert_eq!(attempts.len(), 1, "{v}");
+        assert_eq!(attempts[0]["status"], "skipped");
+        assert_eq!(attempts[0]["reason"], "cooldown");
+        // A rate-limit cooldown is a rate-limit failure: 429 when it is all there was.
+        let (st, _, v) = chat(&s, body("openai/fail429-c", json!(["server_error"]))).await;
+        assert_eq!(st, 429, "{v}");
+        assert_eq!(v["attempts"].as_array().map(Vec::len), Some(1), "{v}");
+        // Listed in `on`: the chain moves on.
+        let (st, text) = self::stream(&s, body("openai/fail500-a", json!(["server_error"]))).await;
+        assert_eq!(st, 200, "{text}");
+    }
+    assert_eq!(mock.count_for("ok-b"), 2, "only the requests whose `on` listed the class reached the next model");
+    assert_eq!(mock.count_for("fail500-a") + mock.count_for("fail429-c"), 2, "cooling models were not called");
+}
+
+// ------------------------------------------------ idempotency: route and numbers
+
+#[tokio::test]
+async fn an_idempotency_key_is_scoped_to_its_route() {
+    let mock = MockUpstream::start().await;
+    let s = builder(&mock).start();
+    let body = json!({"index": "Zero-Knowledge", "model": "openai/ok-a", "messages": [{"role": "user", "content": "which route"}]});
+    let send = |path: &str| s.client.post(s.url(path)).bearer_auth(&s.admin_key).header("Idempotency-Key", "route-1").json(&body).send();
+    let first = send("/chat/completions").await.expect("send");
+    assert_eq!(first.status(), 200);
+    let first: Value = first.json().await.expect("json");
+    assert_eq!(first["success"], true);
+    // The same key and body on the OpenAI route is another request, answered in OpenAI's shape.
+    let openai = send("/api/external/v1/chat/completions").await.expect("send");
+    assert_eq!(openai.status(), 200);
+    assert!(!openai.headers().contains_key("idempotent-replayed"), "a Gatehouse answer was replayed to an OpenAI client");
+    let openai: Value = openai.json().await.expect("json");
+    assert!(openai.get("success").is_none() && openai["object"] == "chat.completion", "{openai}");
+    // Each route replays its own answer.
+    for (path, expected) in [("/chat/completions", &first), ("/api/external/v1/chat/completions", &openai)] {
+        let again = send(path).await.expect("send");
+        assert_eq!(again.headers().get("idempotent-replayed").and_then(|v| v.to_str().ok()), Some("true"), "{path}");
+        assert_eq!(&again.json::<Value>().await.expect("json"), expected, "{path}");
+    }
+    assert_eq!(mock.count_for("ok-a"), 2);
+}
+
+#[tokio::test]
+async fn numbers_spelled_differently_are_the_same_idempotent_body() {
+    let mock = MockUpstream::start().await;
+    let s = builder(&mock).start();
+    let send = |temperature: &str| {
+        let raw = format!(r#"{{"index":"Zero-Knowledge","model":"openai/ok-n","prompt":"numbers","temperature":{temperature}}}"#);
+        s.client
+            .post(s.url("/chat/completions"))
+            .bearer_auth(&s.admin_key)
+            .header("Idempotency-Key", "numbers-1")
+            .header("content-type", "application/json")
+            .body(raw)
+            .send()
+    };
+    assert_eq!(send("1").await.expect("send").status(), 200);
+    for same in ["1.0", "1e0", "10E-1", "0.1e1", "1.000"] {
+        let r = send(same).await.expect("send");
+        assert_eq!(r.status(), 200, "temperature {same}");
+        assert_eq!(r.headers().get("idempotent-replayed").and_then(|v| v.to_str().ok()), Some("true"), "temperature {same}");
+    }
+    let other = send("1.01").await.expect("send");
+    assert_eq!(other.status(), 422, "a different number is a different body");
+    assert_eq!(mock.count_for("ok-n"), 1);
+}

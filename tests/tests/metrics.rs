@@ -9,7 +9,6 @@ use std::time::Duration;
 
 use gatehouse_tests::Server;
 use gatehouse_tests::mock_upstream::MockUpstream;
-use reqwest::Method;
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
 
@@ -32,7 +31,12 @@ fn key(name: &str, labels: &[(&str, &str)]) -> String {
 }
 
 async fn scrape(s: &Server) -> Scrape {
-    let r = s.admin(Method::GET, "/metrics").send().await.expect("send");
+    scrape_with(s, &s.admin_key).await
+}
+
+/// One scrape with `key` (an admin key or the scrape key).
+async fn scrape_with(s: &Server, bearer: &str) -> Scrape {
+    let r = s.client.get(s.url("/metrics")).bearer_auth(bearer).send().await.expect("send");
     assert_eq!(r.status(), 200);
     assert!(r.headers()["content-type"].to_str().expect("ascii").starts_with("application/openmetrics-text"));
     let text = r.text().await.expect("text");
@@ -73,7 +77,8 @@ async fn metrics_parse_as_openmetrics_and_count_what_happened() {
         .plugin(gatehouse_tests::plugins::OPEN_POLICY, "open.wasm")
         .toml("[policies]\ndefault = \"open\"\n")
         .toml(&format!(
-            "[providers.openai]\nplugin = \"provider-openai\"\nbase_url = \"{}\"\napi_key_env = \"MOCK_OPENAI_KEY\"\n",
+            "[providers.openai]\nplugin = \"provider-openai\"\nbase_url = \"{}\"\napi_key_env = \"MOCK_OPENAI_KEY\"\n\
+             models = [\"openai/ok-b\", \"openai/ok-c\"]\n",
             mock.openai_base_url()
         ))
         .env("MOCK_OPENAI_KEY", "sk-upstream-openai-secret")
@@ -156,4 +161,71 @@ async fn metrics_parse_as_openmetrics_and_count_what_happened() {
     assert_eq!(delta("gatehouse_plugin_faults_total", &[("plugin", "provider-openai")]), 0.0);
     // One rejected request, on the per-minute window of the chat bucket set.
     assert_eq!(delta("gatehouse_rate_limit_hits_total", &[("bucket", "chat"), ("window", "per_minute")]), 1.0);
+}
+
+fn server_with_models(mock: &MockUpstream, extra: &str) -> Server {
+    Server::builder()
+        .plugin(gatehouse_tests::plugins::OPEN_POLICY, "open.wasm")
+        .toml("[policies]\ndefault = \"open\"\n")
+        .toml(extra)
+        .toml(&format!(
+            "[providers.openai]\nplugin = \"provider-openai\"\nbase_url = \"{}\"\napi_key_env = \"MOCK_OPENAI_KEY\"\n\
+             models = [\"openai/ok-listed\"]\n",
+            mock.openai_base_url()
+        ))
+        .env("MOCK_OPENAI_KEY", "sk-upstream-openai-secret")
+        .env("TEST_METRICS_SCRAPE_KEY", SCRAPE_KEY)
+        .start()
+}
+
+const SCRAPE_KEY: &str = "scrape-0123456789abcdefghijklmnopqrstuvwxyz";
+
+#[tokio::test]
+async fn model_labels_name_configured_models_only() {
+    let mock = MockUpstream::start().await;
+    let s = server_with_models(&mock, "");
+    let (_, tenant, _) = s.create_key(json!({"name": "label flooder"})).await;
+    assert_eq!(chat(&s, &tenant, json!(["openai/ok-listed"])).await, 200);
+    for i in 0..5 {
+        assert_eq!(chat(&s, &tenant, json!([format!("openai/ok-flood-{i}")])).await, 200);
+    }
+    for i in 0..2 {
+        let body = json!({"index": "Zero-Knowledge", "stream": true, "model": format!("openai/ok-flood-stream-{i}"), "prompt": "hi"});
+        let r = s.client.post(s.url("/chat/completions")).bearer_auth(&tenant).json(&body).send().await.expect("send");
+        assert_eq!(r.status(), 200);
+        r.text().await.expect("stream");
+    }
+    let after = scrape(&s).await;
+    assert_eq!(after.get("gatehouse_upstream_latency_seconds_count", &[("model", "openai/ok-listed")]), 1.0);
+    assert_eq!(after.get("gatehouse_upstream_latency_seconds_count", &[("model", "other")]), 5.0);
+    assert_eq!(after.get("gatehouse_time_to_first_token_seconds_count", &[("model", "other")]), 2.0);
+    let flooded: Vec<&String> = after.samples.keys().filter(|k| k.contains("flood")).collect();
+    assert!(flooded.is_empty(), "a name no config lists became a label: {flooded:?}");
+}
+
+#[tokio::test]
+async fn metrics_are_served_to_admin_keys_and_the_scrape_key_only() {
+    let mock = MockUpstream::start().await;
+    let s = server_with_models(&mock, "[metrics]\nscrape_key_env = \"TEST_METRICS_SCRAPE_KEY\"\n");
+    let (_, tenant, _) = s.create_key(json!({"name": "tenant"})).await;
+    let get = |path: &str, key: Option<&str>| {
+        let r = s.client.get(s.url(path));
+        let r = match key {
+            Some(k) => r.bearer_auth(k),
+            None => r,
+        };
+        r.send()
+    };
+    let r = get("/metrics", Some(&tenant)).await.expect("send");
+    assert_eq!(r.status(), 403, "a tenant's key reads /metrics");
+    let v: Value = r.json().await.expect("json");
+    assert!(v["error"]["message"].as_str().expect("message").contains("scrape key"), "{v}");
+    // The scrape key and an admin key read it (and the exposition parses).
+    let scraped = scrape_with(&s, SCRAPE_KEY).await;
+    assert!(scraped.families.contains_key("gatehouse_http_requests"));
+    scrape(&s).await;
+    // The scrape key opens nothing else; a near miss is a wrong key.
+    assert_eq!(get("/api/models", Some(SCRAPE_KEY)).await.expect("send").status(), 401);
+    assert_eq!(get("/metrics", Some(&format!("{SCRAPE_KEY}x"))).await.expect("send").status(), 401);
+    assert_eq!(get("/metrics", None).await.expect("send").status(), 401);
 }

@@ -617,6 +617,8 @@ async fn private_targets_are_refused_without_the_setting() {
         "http://2130706433/",
         "http://0x7f.1/",
         "http://[::ffff:127.0.0.1]/",
+        "http://[::ffff:0:127.0.0.1]/",
+        "http://[::ffff:0:a00:1]/",
         "http://localhost:8080/",
         "http://10.0.0.1/",
         "http://169.254.169.254/latest/meta-data/",

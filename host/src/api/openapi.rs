@@ -40,7 +40,7 @@ pub const BEARER: &str = "bearer";
         (name = "chat", description = "Chat completions (flat error format)"),
         (name = "openai", description = "OpenAI-compatible routes (OpenAI's error format)"),
         (name = "discovery", description = "What a key may use"),
-        (name = "operations", description = "Health, metrics, this document, policy check"),
+        (name = "operations", description = "Health, this document, policy check"),
         (name = "receipts", description = "Signed receipts of completed requests"),
         (name = "admin", description = "Admin key only (nested error format)"),
         (name = "webhooks", description = "Webhook endpoints (admin key only)"),

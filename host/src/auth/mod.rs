@@ -26,6 +26,13 @@ pub fn is_public(path: &str) -> bool {
     PUBLIC_ROUTES.contains(&path)
 }
 
+/// The one route the scrape key (`metrics.scrape_key_env`) opens.
+pub const METRICS_ROUTE: &str = "/metrics";
+
+/// Marks a request that presented the scrape key on [`METRICS_ROUTE`].
+#[derive(Debug, Clone, Copy)]
+pub struct ScrapeAccess;
+
 /// The caller, as the middleware authenticated it.
 #[derive(Debug, Clone)]
 pub struct AuthContext {
@@ -42,7 +49,9 @@ impl AuthContext {
 /// (`api::intake`: admission, size cap, read deadline) — one layer for both,
 /// in that order, so an anonymous client never gets its body read.
 pub async fn layer(State(app): State<AppState>, mut req: Request, next: Next) -> Response {
-    if !is_public(req.uri().path()) {
+    if req.uri().path() == METRICS_ROUTE && presents_scrape_key(&app, &req) {
+        req.extensions_mut().insert(ScrapeAccess);
+    } else if !is_public(req.uri().path()) {
         match authenticate(&app, &req) {
             Ok(ctx) => {
                 req.extensions_mut().insert(ctx);
@@ -54,6 +63,14 @@ pub async fn layer(State(app): State<AppState>, mut req: Request, next: Next) ->
         Ok(req) => next.run(req).await,
         Err(refused) => refused,
     }
+}
+
+/// Does the request carry the configured scrape key? Anything else goes on to
+/// the ordinary key check (and its 401 and failure count).
+fn presents_scrape_key(app: &AppState, req: &Request) -> bool {
+    let Some(expected) = app.config().metrics.scrape_key else { return false };
+    let token = req.headers().get(axum::http::header::AUTHORIZATION).and_then(|h| h.to_str().ok()).and_then(keys::bearer_token);
+    token.is_some_and(|t| expected.matches(t))
 }
 
 /// The key a request presents, or the 401 (500 if the store fails) in its route's format.
@@ -114,5 +131,31 @@ impl<S: Send + Sync> FromRequestParts<S> for Admin {
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let Authed(ctx) = Authed::from_request_parts(parts, state).await?;
         if ctx.is_admin() { Ok(Admin(ctx)) } else { Err(ErrorFormat::for_path(parts.uri.path()).forbidden()) }
+    }
+}
+
+/// A reader of `/metrics`: an admin key or the scrape key. The labels name
+/// every tenant's models and routes, so other keys get 403.
+#[derive(Debug, Clone, Copy)]
+pub struct MetricsReader;
+
+impl<S: Send + Sync> FromRequestParts<S> for MetricsReader {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        if parts.extensions.get::<ScrapeAccess>().is_some() {
+            return Ok(MetricsReader);
+        }
+        let Authed(ctx) = Authed::from_request_parts(parts, state).await?;
+        if ctx.is_admin() {
+            Ok(MetricsReader)
+        } else {
+            Err(crate::api::error::AdminError::new(
+                axum::http::StatusCode::FORBIDDEN,
+                crate::api::error::code::INSUFFICIENT_PERMISSIONS,
+                "`/metrics` needs an admin API key or the scrape key named by `metrics.scrape_key_env`",
+            )
+            .into_response())
+        }
     }
 }

@@ -1,11 +1,16 @@
 //! Provider health: a circuit breaker per model.
 //!
-//! After `failures` consecutive failed attempts (timeouts, server errors, rate
-//! limits — not client errors, which say nothing of the model's health) a
-//! model is in cooldown for `cooldown`: chains skip it at once, recording the
-//! entry with reason `cooldown`. When the cooldown ends, one request is let
-//! through as a probe; its success closes the breaker, its failure starts a
-//! new cooldown.
+//! After `failures` consecutive counted failures (timeouts, server errors,
+//! rate limits) a model is in cooldown for `cooldown`: chains skip it at once,
+//! as a failure of the class that opened the breaker (`chat::chain`). When the
+//! cooldown ends, one request is let through as a probe; its success closes
+//! the breaker, its failure starts a new cooldown.
+//!
+//! The breaker is shared by every key, so what counts is decided by the chain
+//! (docs/decisions/breakers-and-failover.md): a client error, or a timeout
+//! under a deadline the caller set below the operator's, says nothing of the
+//! model's health and is [`Breakers::inconclusive`]; one request counts once
+//! however many chain entries repeat the model.
 
 use std::collections::HashMap;
 use std::sync::Mutex;
@@ -17,15 +22,20 @@ use super::types::Trigger;
 struct State {
     consecutive: u32,
     open_until: Option<Instant>,
-    probing: bool,
+    /// When the probe now running was let through. A probe whose request
+    /// never reports (its client went away mid-attempt) lapses after one
+    /// cooldown, so no caller can keep a model cooling for ever.
+    probe_since: Option<Instant>,
+    /// The trigger of the last counted failure: the class that opened the breaker.
+    class: Trigger,
 }
 
 /// What the breaker says about an attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Admission {
     Allowed,
-    /// In cooldown: skip this entry.
-    Cooldown,
+    /// In cooldown after failures of this class: skip this entry.
+    Cooldown(Trigger),
 }
 
 pub struct Breakers {
@@ -49,14 +59,14 @@ impl Breakers {
         let Some(st) = map.get_mut(model) else {
             return Admission::Allowed;
         };
-        match st.open_until {
-            Some(until) if now < until => Admission::Cooldown,
-            Some(_) if st.probing => Admission::Cooldown,
-            Some(_) => {
-                st.probing = true;
+        match (st.open_until, st.probe_since) {
+            (Some(until), _) if now < until => Admission::Cooldown(st.class),
+            (Some(_), Some(since)) if now < since + self.cooldown => Admission::Cooldown(st.class),
+            (Some(_), _) => {
+                st.probe_since = Some(now);
                 Admission::Allowed
             }
-            None => Admission::Allowed,
+            (None, _) => Admission::Allowed,
         }
     }
 
@@ -64,20 +74,24 @@ impl Breakers {
         self.lock().remove(model);
     }
 
+    /// A failure that counts against the model (the chain decides which do).
     pub fn failure(&self, model: &str, trigger: Trigger, now: Instant) {
-        if trigger == Trigger::ClientError {
-            // The request was refused, the model is fine; a probe still ends.
-            if let Some(st) = self.lock().get_mut(model) {
-                st.probing = false;
-            }
-            return;
-        }
         let mut map = self.lock();
-        let st = map.entry(model.to_owned()).or_insert(State { consecutive: 0, open_until: None, probing: false });
+        let st = map.entry(model.to_owned()).or_insert(State { consecutive: 0, open_until: None, probe_since: None, class: trigger });
         st.consecutive = st.consecutive.saturating_add(1);
-        if st.probing || st.consecutive >= self.failures {
+        st.class = trigger;
+        if st.probe_since.is_some() || st.consecutive >= self.failures {
             st.open_until = Some(now + self.cooldown);
-            st.probing = false;
+            st.probe_since = None;
+        }
+    }
+
+    /// An attempt that says nothing of the model's health (a client error, a
+    /// deadline the caller shortened, a repeat within one request): the count
+    /// stays as it is, and a probe ends so that the next request probes.
+    pub fn inconclusive(&self, model: &str) {
+        if let Some(st) = self.lock().get_mut(model) {
+            st.probe_since = None;
         }
     }
 
@@ -100,15 +114,15 @@ mod tests {
         }
         assert_eq!(b.admit("a/m", t0), Admission::Allowed);
         b.failure("a/m", Trigger::Timeout, t0);
-        assert_eq!(b.admit("a/m", t0), Admission::Cooldown);
-        assert_eq!(b.admit("a/m", t0 + Duration::from_secs(9)), Admission::Cooldown);
+        assert_eq!(b.admit("a/m", t0), Admission::Cooldown(Trigger::Timeout));
+        assert_eq!(b.admit("a/m", t0 + Duration::from_secs(9)), Admission::Cooldown(Trigger::Timeout));
         // One probe after the cooldown, others still skip.
         let later = t0 + Duration::from_secs(11);
         assert_eq!(b.admit("a/m", later), Admission::Allowed);
-        assert_eq!(b.admit("a/m", later), Admission::Cooldown);
-        // A failed probe starts a new cooldown.
+        assert_eq!(b.admit("a/m", later), Admission::Cooldown(Trigger::Timeout));
+        // A failed probe starts a new cooldown, of the probe's class.
         b.failure("a/m", Trigger::ServerError, later);
-        assert_eq!(b.admit("a/m", later + Duration::from_secs(5)), Admission::Cooldown);
+        assert_eq!(b.admit("a/m", later + Duration::from_secs(5)), Admission::Cooldown(Trigger::ServerError));
         // A successful probe closes it.
         let much_later = later + Duration::from_secs(11);
         assert_eq!(b.admit("a/m", much_later), Admission::Allowed);
@@ -118,16 +132,41 @@ mod tests {
     }
 
     #[test]
-    fn success_resets_and_client_errors_do_not_count() {
+    fn success_resets_and_inconclusive_attempts_do_not_count() {
         let b = Breakers::new(2, Duration::from_secs(10));
         let t = Instant::now();
         b.failure("m", Trigger::ServerError, t);
         b.success("m");
         b.failure("m", Trigger::ServerError, t);
         assert_eq!(b.admit("m", t), Admission::Allowed);
-        b.failure("m", Trigger::ClientError, t);
-        b.failure("m", Trigger::ClientError, t);
+        b.inconclusive("m");
+        b.inconclusive("m");
         assert_eq!(b.admit("m", t), Admission::Allowed);
         assert!(b.open_models(t).is_empty());
+        b.failure("m", Trigger::RateLimit, t);
+        assert_eq!(b.admit("m", t), Admission::Cooldown(Trigger::RateLimit), "the class that opened it");
+    }
+
+    #[test]
+    fn an_inconclusive_probe_hands_the_probe_to_the_next_request() {
+        let b = Breakers::new(1, Duration::from_secs(10));
+        let t0 = Instant::now();
+        b.failure("m", Trigger::ServerError, t0);
+        let later = t0 + Duration::from_secs(11);
+        assert_eq!(b.admit("m", later), Admission::Allowed);
+        b.inconclusive("m");
+        assert_eq!(b.admit("m", later), Admission::Allowed, "the next request probes");
+    }
+
+    #[test]
+    fn an_abandoned_probe_does_not_keep_the_model_cooling_for_ever() {
+        let b = Breakers::new(1, Duration::from_secs(10));
+        let t0 = Instant::now();
+        b.failure("m", Trigger::Timeout, t0);
+        let later = t0 + Duration::from_secs(11);
+        // The probe's request is dropped (its client went away): nothing reports.
+        assert_eq!(b.admit("m", later), Admission::Allowed);
+        assert_eq!(b.admit("m", later + Duration::from_secs(9)), Admission::Cooldown(Trigger::Timeout));
+        assert_eq!(b.admit("m", later + Duration::from_secs(10)), Admission::Allowed, "the lapsed probe is replaced");
     }
 }

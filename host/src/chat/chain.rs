@@ -2,10 +2,16 @@
 //! stop at the first success or at a failure whose trigger is not in `on`.
 //! The runner is generic over what one attempt does, so the non-streaming
 //! path (whole answer) and the streaming path (up to the first token) share it.
+//!
+//! A model skipped because it is cooling down is a failure of the class that
+//! opened its breaker: recorded with reason `cooldown`, a failover hop like any
+//! other, and the end of the chain when that class is not in `on`. What counts
+//! against a breaker is decided here ([`Counting`]); see
+//! docs/decisions/breakers-and-failover.md.
 
 use std::collections::HashSet;
 use std::future::Future;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
@@ -53,11 +59,45 @@ pub enum ChainResult<T> {
     },
 }
 
+/// Which failed attempts count against a model's breaker. Breakers are
+/// shared by every key, so they count by the operator's deadlines: a timeout
+/// under a deadline the caller set below the operator's says nothing of the
+/// model's health. Client errors never count.
+#[derive(Debug, Clone, Copy)]
+pub struct Counting {
+    /// The operator's deadline for a whole answer (`chat.timeout_ms`).
+    pub timeout: Duration,
+    /// The operator's deadline for a stream's first token (`chat.first_token_timeout_ms`).
+    pub first_token_timeout: Duration,
+    /// The chain runs up to a stream's first token, so the first-token deadline is the one that fires.
+    pub stream: bool,
+}
+
+impl Counting {
+    fn counts(&self, entry: &ChainEntry, trigger: Trigger) -> bool {
+        match trigger {
+            Trigger::ClientError => false,
+            Trigger::Timeout if self.stream => entry.first_token_timeout >= self.first_token_timeout,
+            Trigger::Timeout => entry.timeout >= self.timeout,
+            Trigger::ServerError | Trigger::RateLimit => true,
+        }
+    }
+}
+
+/// The hop from the last failed model (if any) to `next`.
+fn hop(pending: &mut Option<(String, &'static str, u64)>, failovers: &mut Vec<Failover>, next: &str) {
+    if let Some((failed_model, reason, latency_ms)) = pending.take() {
+        crate::metrics::get().failovers.get_or_create(&crate::metrics::ReasonLabel { reason: reason.to_owned() }).inc();
+        failovers.push(Failover { failed_model, reason, next_model: next.to_owned(), latency_ms });
+    }
+}
+
 /// Run the chain. `skip` may exclude an entry before it is tried (reason recorded).
 pub async fn run<'a, T, F, Fut>(
     chain: &'a [ChainEntry],
     on: &HashSet<Trigger>,
     breakers: &Breakers,
+    counting: Counting,
     skip: impl Fn(&ChainEntry) -> Option<&'static str>,
     mut attempt: F,
 ) -> ChainResult<T>
@@ -70,26 +110,35 @@ where
     let mut failures = 0usize;
     let mut rate_limited = 0usize;
     let mut pending_failover: Option<(String, &'static str, u64)> = None;
+    // Models whose breaker this request already counted a failure against (at most 3 distinct).
+    let mut counted: Vec<&'a str> = Vec::new();
     for (i, entry) in chain.iter().enumerate() {
         let model = entry.model.as_str().to_owned();
         if let Some(reason) = skip(entry) {
             attempts.push(Attempt { model, status: "skipped", reason: Some(reason), latency_ms: 0, message: None });
             continue;
         }
-        if breakers.admit(&model, Instant::now()) == Admission::Cooldown {
+        if let Admission::Cooldown(class) = breakers.admit(&model, Instant::now()) {
+            // A failure of the class that opened the breaker, without a call.
+            hop(&mut pending_failover, &mut failovers, &model);
+            failures += 1;
+            if class == Trigger::RateLimit {
+                rate_limited += 1;
+            }
             attempts.push(Attempt {
-                model,
+                model: model.clone(),
                 status: "skipped",
                 reason: Some("cooldown"),
                 latency_ms: 0,
-                message: Some("the model failed repeatedly and is cooling down".into()),
+                message: Some(format!("the model failed repeatedly ({}) and is cooling down", class.as_str())),
             });
+            if !on.contains(&class) {
+                break;
+            }
+            pending_failover = Some((model, "cooldown", 0));
             continue;
         }
-        if let Some((failed_model, reason, latency_ms)) = pending_failover.take() {
-            crate::metrics::get().failovers.get_or_create(&crate::metrics::ReasonLabel { reason: reason.to_owned() }).inc();
-            failovers.push(Failover { failed_model, reason, next_model: model.clone(), latency_ms });
-        }
+        hop(&mut pending_failover, &mut failovers, &model);
         let started = Instant::now();
         let result = attempt(i, entry).await;
         let latency_ms = started.elapsed().as_millis() as u64;
@@ -100,7 +149,13 @@ where
                 return ChainResult::Served { value, index: i, attempts, failovers };
             }
             Err(err) => {
-                breakers.failure(&model, err.trigger, Instant::now());
+                let name = entry.model.as_str();
+                if counting.counts(entry, err.trigger) && !counted.contains(&name) {
+                    breakers.failure(&model, err.trigger, Instant::now());
+                    counted.push(name);
+                } else {
+                    breakers.inconclusive(&model);
+                }
                 failures += 1;
                 if err.trigger == Trigger::RateLimit {
                     rate_limited += 1;
@@ -154,11 +209,15 @@ mod tests {
         }
     }
 
+    /// The operator's deadlines: those of `chain()`'s entries.
+    const OPERATOR: Counting = Counting { timeout: Duration::from_secs(1), first_token_timeout: Duration::from_secs(1), stream: false };
+
     async fn go(models: &[&str], on: HashSet<Trigger>, b: &Breakers) -> ChainResult<String> {
         run(
             &chain(models),
             &on,
             b,
+            OPERATOR,
             |_| None,
             |_, e| {
                 let m = e.model.as_str().to_owned();
@@ -227,10 +286,89 @@ mod tests {
                 assert_eq!(attempts[0].status, "skipped");
                 assert_eq!(attempts[0].reason, Some("cooldown"));
                 assert_eq!(attempts[0].latency_ms, 0);
-                assert!(failovers.is_empty(), "a skip is not a failover");
+                assert_eq!(failovers.len(), 1, "a cooldown skip is a failover hop");
+                assert_eq!((failovers[0].failed_model.as_str(), failovers[0].reason), ("a/e500", "cooldown"));
+                assert_eq!(failovers[0].next_model, "b/ok");
             }
             _ => panic!("served by b"),
         }
+    }
+
+    #[tokio::test]
+    async fn every_hop_into_and_out_of_a_cooling_model_is_a_failover() {
+        let b = Breakers::new(1, Duration::from_secs(30));
+        let _ = go(&["b/e429"], default_on(), &b).await;
+        match go(&["a/e500", "b/e429", "c/ok"], default_on(), &b).await {
+            ChainResult::Served { failovers, .. } => {
+                let hops: Vec<(&str, &str, &str)> =
+                    failovers.iter().map(|f| (f.failed_model.as_str(), f.reason, f.next_model.as_str())).collect();
+                assert_eq!(hops, [("a/e500", "server_error", "b/e429"), ("b/e429", "cooldown", "c/ok")]);
+            }
+            _ => panic!("served by c"),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_cooldown_whose_class_is_not_in_on_ends_the_chain() {
+        let b = Breakers::new(1, Duration::from_secs(30));
+        let _ = go(&["a/e429"], default_on(), &b).await;
+        let on: HashSet<Trigger> = [Trigger::ServerError, Trigger::Timeout].into();
+        match go(&["a/e429", "b/ok"], on, &b).await {
+            ChainResult::Exhausted { attempts, failovers, all_rate_limited } => {
+                assert_eq!(attempts.len(), 1);
+                assert_eq!(attempts[0].reason, Some("cooldown"));
+                assert!(failovers.is_empty());
+                assert!(all_rate_limited, "a rate-limit cooldown is a rate-limit failure");
+            }
+            _ => panic!("rate_limit is not in `on`"),
+        }
+        // Listed: the chain moves on.
+        assert!(matches!(go(&["a/e429", "b/ok"], default_on(), &b).await, ChainResult::Served { index: 1, .. }));
+    }
+
+    async fn timeouts(entries: Vec<ChainEntry>, counting: Counting, b: &Breakers) {
+        let _ =
+            run(&entries, &default_on(), b, counting, |_| None, |_, _| async { Err::<(), _>(AttemptError::new(Trigger::Timeout, "late")) })
+                .await;
+    }
+
+    #[tokio::test]
+    async fn only_deadlines_at_least_the_operators_count_against_the_breaker() {
+        let b = Breakers::new(2, Duration::from_secs(30));
+        let mut short = chain(&["a/m"; 6]);
+        for e in &mut short {
+            e.timeout = Duration::from_millis(1);
+            e.first_token_timeout = Duration::from_millis(1);
+        }
+        for _ in 0..3 {
+            timeouts(short.clone(), OPERATOR, &b).await;
+            timeouts(short.clone(), Counting { stream: true, ..OPERATOR }, &b).await;
+        }
+        assert_eq!(b.admit("a/m", Instant::now()), Admission::Allowed, "shortened deadlines do not count");
+        // A stream is judged by its first-token deadline only.
+        let mut stream_entry = chain(&["a/m"]);
+        stream_entry[0].timeout = Duration::from_millis(1);
+        timeouts(stream_entry.clone(), Counting { stream: true, ..OPERATOR }, &b).await;
+        // Longer than the operator's counts; so does the operator's own.
+        let mut long = chain(&["a/m"]);
+        long[0].timeout = Duration::from_secs(5);
+        timeouts(long, OPERATOR, &b).await;
+        assert_eq!(b.admit("a/m", Instant::now()), Admission::Cooldown(Trigger::Timeout));
+    }
+
+    #[tokio::test]
+    async fn one_request_counts_once_however_often_it_repeats_a_model() {
+        let b = Breakers::new(2, Duration::from_secs(30));
+        match go(&["a/e500"; 6], default_on(), &b).await {
+            ChainResult::Exhausted { attempts, .. } => {
+                assert_eq!(attempts.len(), 6);
+                assert!(attempts.iter().all(|a| a.status == "failed"), "each repeat was tried");
+            }
+            _ => panic!("exhausted"),
+        }
+        assert_eq!(b.admit("a/e500", Instant::now()), Admission::Allowed);
+        let _ = go(&["a/e500"], default_on(), &b).await;
+        assert_eq!(b.admit("a/e500", Instant::now()), Admission::Cooldown(Trigger::ServerError));
     }
 
     #[tokio::test]
@@ -240,6 +378,7 @@ mod tests {
             &chain(&["a/x", "a/x", "a/x"]),
             &default_on(),
             &breakers(),
+            OPERATOR,
             |_| None,
             |_, _| {
                 let n = calls.fetch_add(1, std::sync::atomic::Ordering::SeqCst);

@@ -48,6 +48,8 @@ pub struct Prepared {
     /// Receipt id, announced in `metadata.smltp` before the answer exists.
     pub bundle_id: String,
     pub started_at: chrono::DateTime<Utc>,
+    /// Which failures count against the shared breakers: by the operator's deadlines.
+    pub counting: chain::Counting,
 }
 
 impl Prepared {
@@ -144,7 +146,11 @@ pub fn body_error(rej: &BytesRejection, max: usize) -> ChatError {
 /// of a JSON request, handed to a stream's pump.
 pub async fn serve(app: AppState, ctx: AuthContext, slot: Slot, headers: HeaderMap, body: Bytes, format: Format) -> Response {
     let cfg = app.config();
-    let guard = match idempotency::begin(&app.store, &ctx.key.id, &headers, &body, cfg.chat.idempotency_ttl_secs).await {
+    let route = match format {
+        Format::Gatehouse => idempotency::Route::Gatehouse,
+        Format::OpenAi { .. } => idempotency::Route::OpenAi,
+    };
+    let guard = match idempotency::begin(&app.store, &ctx.key.id, route, &headers, &body, cfg.chat.idempotency_ttl_secs).await {
         Ok(Begin::Replay(resp)) => return resp,
         Ok(Begin::Claimed(g)) => Some(g),
         Ok(Begin::None) => None,
@@ -285,7 +291,13 @@ pub fn prepare(
         stop: std::mem::take(&mut params.stop),
         extra_json: if params.extra.is_empty() { String::new() } else { Value::Object(std::mem::take(&mut params.extra)).to_string() },
     };
+    let counting = chain::Counting {
+        timeout: std::time::Duration::from_millis(cfg.chat.timeout_ms),
+        first_token_timeout: std::time::Duration::from_millis(cfg.chat.first_token_timeout_ms),
+        stream: params.stream,
+    };
     Ok(Prepared {
+        counting,
         params,
         request_id,
         created: Utc::now().timestamp(),
@@ -360,6 +372,7 @@ async fn complete(app: &AppState, ctx: &AuthContext, mut p: Prepared, mut secure
         &p.params.chain,
         &p.params.on,
         &app.breakers,
+        p.counting,
         |e| policy_skip(&secured, e),
         |_, entry| {
             let resolved = providers::resolve(&p.targets, p.adapters.as_ref(), &entry.model);
@@ -377,7 +390,7 @@ async fn complete(app: &AppState, ctx: &AuthContext, mut p: Prepared, mut secure
             if let Some(a) = attempts.last() {
                 crate::metrics::get()
                     .upstream_latency
-                    .get_or_create(&crate::metrics::ModelLabel { model: served.clone() })
+                    .get_or_create(&crate::metrics::get().model_label(&served))
                     .observe(a.latency_ms as f64 / 1000.0);
             }
             p.meta.served_model = served.clone();

@@ -41,6 +41,7 @@ pub async fn serve(app: AppState, ctx: AuthContext, mut p: Prepared, mut secured
         &p.params.chain,
         &p.params.on,
         &app.breakers,
+        p.counting,
         |e| policy_skip(&secured, e),
         |_, entry| {
             let resolved = providers::resolve(&p.targets, p.adapters.as_ref(), &entry.model);
@@ -69,7 +70,7 @@ pub async fn serve(app: AppState, ctx: AuthContext, mut p: Prepared, mut secured
     if let Some(a) = attempts.last() {
         crate::metrics::get()
             .time_to_first_token
-            .get_or_create(&crate::metrics::ModelLabel { model: p.meta.served_model.clone() })
+            .get_or_create(&crate::metrics::get().model_label(&p.meta.served_model))
             .observe(a.latency_ms as f64 / 1000.0);
     }
     if p.params.multi_model() {

@@ -14,6 +14,16 @@
 //!   `127.0.0.1` after the create-time check). URLs with an IP literal never
 //!   reach a resolver, so the dispatcher runs [`parse`] before every attempt.
 //!
+//! IPv6 addresses that carry an IPv4 address are judged by it wherever the
+//! gateway's network could turn them back into IPv4: IPv4-mapped, NAT64
+//! (64:ff9b::/96), 6to4 (2002::/16) and ISATAP interface ids are refused when
+//! the embedded address is; IPv4-compatible (::/96), IPv4-translated
+//! (::ffff:0:0/96), local-use NAT64 (64:ff9b:1::/48) and Teredo (2001::/32)
+//! are refused whole, as is everything outside global unicast (2000::/3).
+//! Not detectable here: an operator's own NAT64 or 6rd prefix (any /32–/96
+//! the network chose); a gateway on such a network should keep its egress
+//! filtered there too.
+//!
 //! Also refused: schemes other than `http`/`https`, user info (`http://a@b/`:
 //! a classic confusion trick, and a credential that listings would show), and
 //! `localhost`/`*.localhost` names (RFC 6761).
@@ -84,11 +94,20 @@ fn forbidden_v6(ip: Ipv6Addr) -> Option<&'static str> {
     }
     let s = ip.segments();
     let embedded = |hi: u16, lo: u16| Ipv4Addr::from(((hi as u32) << 16) | lo as u32);
+    // ISATAP (RFC 5214): an interface id `0:5efe:a.b.c.d` (or `200:5efe:…`,
+    // the u/g bits aside) under any prefix is tunnelled to a.b.c.d by the
+    // site's ISATAP router. Checked before the prefix, which may be global.
+    if s[4] & 0xfcff == 0 && s[5] == 0x5efe && forbidden_v4(embedded(s[6], s[7])).is_some() {
+        return Some("an ISATAP address of a forbidden IPv4 address");
+    }
     Some(match s {
         [0, 0, 0, 0, 0, 0, 0, 0] => "the unspecified address (::)",
         [0, 0, 0, 0, 0, 0, 0, 1] => "a loopback address",
         // ::a.b.c.d, deprecated; some stacks still route it to IPv4.
         [0, 0, 0, 0, 0, 0, _, _] => "an IPv4-compatible IPv6 address",
+        // ::ffff:0:a.b.c.d (SIIT, RFC 2765): a stateless translator on the
+        // gateway's network turns it into a.b.c.d. Never a public target.
+        [0, 0, 0, 0, 0xffff, 0, _, _] => "an IPv4-translated (::ffff:0:0/96) address",
         // NAT64 (RFC 6052): the gateway's NAT64 would connect to the embedded IPv4.
         [0x64, 0xff9b, 0, 0, 0, 0, hi, lo] => {
             forbidden_v4(embedded(hi, lo))?;
@@ -109,6 +128,9 @@ fn forbidden_v6(ip: Ipv6Addr) -> Option<&'static str> {
         [x, ..] if x & 0xffc0 == 0xfe80 => "a link-local address",
         [x, ..] if x & 0xffc0 == 0xfec0 => "a site-local address",
         [x, ..] if x & 0xff00 == 0xff00 => "a multicast address",
+        // Only 2000::/3 is global unicast; the rest is reserved or special
+        // (whatever it may embed), e.g. 0064:ff9b::/32 outside the NAT64 /96.
+        [x, ..] if x & 0xe000 != 0x2000 => "not a global unicast (2000::/3) address",
         _ => return None,
     })
 }
@@ -510,6 +532,43 @@ mod tests {
             "::ffff:8.8.8.8",
             "2400:cb00::1",
         ] {
+            assert_eq!(forbidden(ip(good)), None, "{good} should be allowed");
+        }
+    }
+
+    /// IPv4 inside IPv6: every embedding a stack, a translator or a tunnel
+    /// turns back into the IPv4 address is judged by that address, and the
+    /// ranges that only a local translator would honour are refused whole.
+    #[test]
+    fn ipv4_embedded_in_ipv6_is_judged_by_its_ipv4() {
+        for bad in [
+            // IPv4-translated (SIIT, ::ffff:0:0/96): refused whole.
+            "::ffff:0:7f00:1",
+            "::ffff:0:a00:1",
+            "::ffff:0:808:808",
+            // IPv4-mapped and IPv4-compatible.
+            "::ffff:a9fe:a9fe",
+            "::a00:1",
+            // NAT64 (64:ff9b::/96 with a private IPv4; the local-use /48 whole).
+            "64:ff9b::a9fe:a9fe",
+            "64:ff9b:1:a00:1::",
+            "64:ff9b:1::808:808",
+            // 6to4 of a private IPv4.
+            "2002:a00:1::1",
+            "2002:a9fe:a9fe::",
+            // Teredo (2001::/32): refused whole.
+            "2001:0:4136:e378:8000:63bf:3fff:fdd2",
+            // ISATAP interface ids embedding a private IPv4, under any prefix.
+            "2600:1f18::5efe:a00:1",
+            "2600:1f18::200:5efe:c0a8:101",
+            // Not global unicast (outside 2000::/3), whatever it embeds.
+            "64:ff9b:0:0:1::a00:1",
+            "5f00::1",
+            "4000::808:808",
+        ] {
+            assert!(forbidden(ip(bad)).is_some(), "{bad} should be refused");
+        }
+        for good in ["64:ff9b::808:808", "2002:808:808::1", "::ffff:8.8.8.8", "2600:1f18::5efe:808:808", "2a00:1450:4001::1"] {
             assert_eq!(forbidden(ip(good)), None, "{good} should be allowed");
         }
     }
