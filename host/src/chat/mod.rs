@@ -15,6 +15,7 @@ pub mod providers;
 pub mod request;
 pub mod response;
 pub mod retrieval;
+pub mod screen;
 pub mod security;
 pub mod sse;
 pub mod stream;
