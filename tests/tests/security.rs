@@ -314,9 +314,10 @@ async fn pass_through_fields_are_screened_before_they_go_upstream() {
     let (st, v) = chat(&s, public(json!({"tools": tools_with(INJECTION)}))).await;
     assert_eq!(st, 403, "{v}");
     assert!(v["message"].as_str().expect("m").contains("prompt injection"), "{v}");
-    // A secret in `user`, `response_format` or `tool_choice`: blocked too.
+    // A secret in `user`, `response_format` or a stop sequence: blocked too.
     for extra in [
         json!({"user": format!("svc {AWS_KEY}")}),
+        json!({"stop": [format!("END {AWS_KEY}")]}),
         json!({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "description": AWS_KEY}}}),
     ] {
         let (st, v) = chat(&s, public(extra.clone())).await;

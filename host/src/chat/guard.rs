@@ -50,9 +50,14 @@ fn run(app: &AppState, ctx: &AuthContext, p: &mut Prepared, guarded: &mut Guarde
         p.adapters.policy(&policy_name).ok_or_else(|| refuse(ChatError::access_denied(format!("policy {policy_name} is not loaded"))))?;
 
     // What is screened besides the messages (docs/decisions/screening.md):
-    // the pass-through fields' strings and the text hidden in tag characters.
+    // the pass-through fields' strings, the stop sequences and the text
+    // hidden in tag characters.
     // Nothing is collected when neither is there.
-    let mut fields = if p.params.extra.is_empty() { FieldTexts::default() } else { FieldTexts::collect(&p.params.extra) };
+    let mut fields = if p.params.extra.is_empty() && p.normalized.stop.is_empty() {
+        FieldTexts::default()
+    } else {
+        FieldTexts::collect(&p.params.extra, &p.normalized.stop)
+    };
     let extra_texts = screen::policy_texts(&fields, &p.params.hidden);
 
     // Policy.

@@ -225,7 +225,7 @@ pub fn from_object(mut obj: Map<String, Value>, defaults: TimeoutDefaults) -> Re
         }
         Some(_) => return Err(type_error("prompt_shield", "an object `{enabled?, policy?}`")),
     };
-    let stop = match obj.get("stop") {
+    let mut stop = match obj.get("stop") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::String(s)) => vec![s.clone()],
         Some(Value::Array(a)) if a.len() <= 4 && a.iter().all(Value::is_string) => {
@@ -240,20 +240,20 @@ pub fn from_object(mut obj: Map<String, Value>, defaults: TimeoutDefaults) -> Re
         }
     }
     // Every string that goes upstream counts toward the content cap.
-    if !extra.is_empty() {
+    if !extra.is_empty() || !stop.is_empty() {
         let content: usize = messages.iter().map(|m| m.content.len()).sum();
-        let total = content + screen::field_bytes(&extra);
+        let total = content + screen::field_bytes(&extra, &stop);
         if total > MAX_CONTENT_BYTES {
             return Err(invalid(format!(
-                "message content and the strings in pass-through fields (`tools`, `response_format`, `user`, …) are {total} bytes \
-                 together; at most {MAX_CONTENT_BYTES} bytes (256 KB) are allowed"
+                "message content, `stop` and the strings in pass-through fields (`tools`, `response_format`, `user`, …) are \
+                 {total} bytes together; at most {MAX_CONTENT_BYTES} bytes (256 KB) are allowed"
             )));
         }
     }
     // Invisible characters never go upstream; what tag characters spelled is kept for screening.
     let mut hidden = Vec::new();
     screen::clean_messages(&mut messages, &mut hidden);
-    screen::clean_fields(&mut extra, &mut hidden).map_err(|field| {
+    screen::clean_fields(&mut extra, &mut stop, &mut hidden).map_err(|field| {
         invalid(format!(
             "a field name inside `{field}` contains invisible characters (zero-width, bidi control or tag characters); remove them"
         ))

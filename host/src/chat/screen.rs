@@ -101,9 +101,9 @@ pub fn clean_messages(messages: &mut [Message], hidden: &mut Vec<Hidden>) {
 }
 
 /// Strip invisible characters from every string value of the pass-through
-/// fields. A field *name* (an object key) holding one is refused: renaming a
+/// fields (and the stop sequences). A field *name* (an object key) holding one is refused: renaming a
 /// caller's keys would change what the request means. `Err` names the field.
-pub fn clean_fields(extra: &mut Map<String, Value>, hidden: &mut Vec<Hidden>) -> Result<(), String> {
+pub fn clean_fields(extra: &mut Map<String, Value>, stop: &mut [String], hidden: &mut Vec<Hidden>) -> Result<(), String> {
     fn walk(v: &mut Value, field: &str, hidden: &mut Vec<Hidden>) -> Result<(), String> {
         match v {
             Value::String(s) => {
@@ -122,12 +122,17 @@ pub fn clean_fields(extra: &mut Map<String, Value>, hidden: &mut Vec<Hidden>) ->
         }
         Ok(())
     }
+    for s in stop {
+        if let Some(text) = strip_invisible(s) {
+            hidden.push(Hidden { origin: Origin::Field, text });
+        }
+    }
     extra.iter_mut().try_for_each(|(k, v)| walk(v, k, hidden))
 }
 
 /// Bytes of UTF-8 in the pass-through fields' strings: every string value and
-/// every object key inside them (they all reach the model).
-pub fn field_bytes(extra: &Map<String, Value>) -> usize {
+/// every object key inside them (they all reach the model), and the stop sequences.
+pub fn field_bytes(extra: &Map<String, Value>, stop: &[String]) -> usize {
     fn walk(v: &Value) -> usize {
         match v {
             Value::String(s) => s.len(),
@@ -136,21 +141,22 @@ pub fn field_bytes(extra: &Map<String, Value>) -> usize {
             _ => 0,
         }
     }
-    extra.values().map(walk).sum()
+    extra.values().map(walk).sum::<usize>() + stop.iter().map(String::len).sum::<usize>()
 }
 
 /// The strings of the pass-through fields, in one fixed order (field by
-/// field, keys before their values, the maps' own order): `texts[i]` is
-/// screened, and `is_key[i]` says it is an object key (which cannot be
-/// rewritten).
+/// field, keys before their values, the maps' own order), then the `stop`
+/// sequences: `texts[i]` is screened, and `fixed[i]` says it cannot be
+/// rewritten — an object key or a stop sequence (a placeholder in either
+/// would change what the request means).
 #[derive(Debug, Default, Clone, PartialEq)]
 pub struct FieldTexts {
     pub texts: Vec<String>,
-    pub is_key: Vec<bool>,
+    pub fixed: Vec<bool>,
 }
 
 impl FieldTexts {
-    pub fn collect(extra: &Map<String, Value>) -> FieldTexts {
+    pub fn collect(extra: &Map<String, Value>, stop: &[String]) -> FieldTexts {
         fn walk(v: &Value, out: &mut FieldTexts) {
             match v {
                 Value::String(s) => out.push(s, false),
@@ -166,12 +172,13 @@ impl FieldTexts {
         }
         let mut out = FieldTexts::default();
         extra.values().for_each(|v| walk(v, &mut out));
+        stop.iter().for_each(|s| out.push(s, true));
         out
     }
 
     fn push(&mut self, s: &str, key: bool) {
         self.texts.push(s.to_owned());
-        self.is_key.push(key);
+        self.fixed.push(key);
     }
 
     pub fn is_empty(&self) -> bool {
@@ -183,7 +190,8 @@ impl FieldTexts {
         self.texts.join("\n")
     }
 
-    /// Write the (redacted) string values back, in the order they were collected.
+    /// Write the (redacted) string values back, in the order they were
+    /// collected (the stop sequences at the end are never rewritten).
     pub fn write_back(&self, extra: &mut Map<String, Value>) {
         fn walk(v: &mut Value, it: &mut std::iter::Zip<std::slice::Iter<'_, String>, std::slice::Iter<'_, bool>>) {
             match v {
@@ -204,7 +212,7 @@ impl FieldTexts {
                 _ => {}
             }
         }
-        let mut it = self.texts.iter().zip(self.is_key.iter());
+        let mut it = self.texts.iter().zip(self.fixed.iter());
         extra.values_mut().for_each(|v| walk(v, &mut it));
     }
 }
@@ -335,12 +343,12 @@ mod tests {
         .as_object()
         .cloned()
         .expect("object");
-        let mut f = FieldTexts::collect(&extra);
-        assert_eq!(f.texts.len(), f.is_key.len());
+        let mut f = FieldTexts::collect(&extra, &[]);
+        assert_eq!(f.texts.len(), f.fixed.len());
         assert!(f.texts.contains(&"mail ann@example.com".to_owned()) && f.texts.contains(&"u1".to_owned()));
-        assert_eq!(field_bytes(&extra), f.texts.iter().map(String::len).sum::<usize>());
+        assert_eq!(field_bytes(&extra, &[]), f.texts.iter().map(String::len).sum::<usize>());
         let i = f.texts.iter().position(|t| t == "mail ann@example.com").expect("found");
-        assert!(!f.is_key[i]);
+        assert!(!f.fixed[i]);
         f.texts[i] = "mail [EMAIL_1]".into();
         f.write_back(&mut extra);
         assert_eq!(extra["tools"][0]["function"]["description"], "mail [EMAIL_1]");
@@ -352,11 +360,11 @@ mod tests {
     fn invisible_characters_in_fields_are_stripped_and_in_field_names_refused() {
         let mut extra = json!({"user": format!("ann{}", tags("hi"))}).as_object().cloned().expect("object");
         let mut hidden = Vec::new();
-        clean_fields(&mut extra, &mut hidden).expect("values are cleaned");
+        clean_fields(&mut extra, &mut [], &mut hidden).expect("values are cleaned");
         assert_eq!(extra["user"], "ann");
         assert_eq!(hidden, vec![Hidden { origin: Origin::Field, text: "hi".into() }]);
         let mut extra = json!({"tools": [{"a\u{200B}b": 1}]}).as_object().cloned().expect("object");
-        assert_eq!(clean_fields(&mut extra, &mut Vec::new()), Err("tools".to_owned()));
+        assert_eq!(clean_fields(&mut extra, &mut [], &mut Vec::new()), Err("tools".to_owned()));
     }
 
     #[test]
@@ -366,7 +374,7 @@ mod tests {
             .as_object()
             .cloned()
             .expect("object");
-        let fields = FieldTexts::collect(&extra);
+        let fields = FieldTexts::collect(&extra, &[]);
         let hidden = [Hidden { origin: Origin::Role(Role::System), text: "psst".into() }];
         let messages = [Message { role: Role::User, content: "hi".into() }];
         let (texts, origins) = shield_texts(&messages, &fields, &hidden);

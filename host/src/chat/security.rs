@@ -508,13 +508,13 @@ pub fn pii_dlp(
     }
     record("pii:incident", &pii_kinds, decision.pii_action, guarded);
     record("dlp:incident", &dlp_kinds, decision.dlp_action, guarded);
-    // Field names cannot be rewritten: a finding to redact in one refuses the request.
+    // Field names and stop sequences cannot be rewritten: a finding to redact in one refuses the request.
     let (m_len, f_len) = (messages.len(), fields.texts.len());
-    if verdicts.iter().enumerate().any(|(i, v)| i >= m_len && i < m_len + f_len && fields.is_key[i - m_len] && !v.redactions.is_empty()) {
+    if verdicts.iter().enumerate().any(|(i, v)| i >= m_len && i < m_len + f_len && fields.fixed[i - m_len] && !v.redactions.is_empty()) {
         return Err(Box::new(Refusal {
             error: denied(format!(
-                "a field name in the pass-through fields (`tools`, `response_format`, …) holds personal data that policy {} redacts; \
-                 rename the field",
+                "a field name in the pass-through fields (`tools`, `response_format`, …) or a `stop` sequence holds personal data \
+                 that policy {} redacts; rename the field or change the stop sequence",
                 who.policy
             )),
             events: std::mem::take(&mut guarded.events),

@@ -22,6 +22,7 @@ fn jsonl(path: &std::path::Path) -> Vec<serde_json::Value> {
 fn main() {
     let errors = std::env::args().any(|a| a == "--errors");
     let data = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("data");
+    let started = std::time::Instant::now();
     // (text, source, score, whether the non-user rule counts the score at all).
     let gated = |t: &str| {
         let a = detect::assess(t);
@@ -48,7 +49,13 @@ fn main() {
             }
         }
     }
-    println!("benign non-user slice: {} texts; held-out attacks: {}\n", benign.len(), attacks.len());
+    let chars: usize = benign.iter().map(|b| b.0.chars().count()).sum();
+    println!(
+        "benign non-user slice: {} texts ({chars} characters); held-out attacks: {}; all scored in {:.1?}\n",
+        benign.len(),
+        attacks.len(),
+        started.elapsed()
+    );
     let rate = |hits: usize, n: usize| 100.0 * hits as f64 / n.max(1) as f64;
     // `gate`: the non-user rule (a score counts only with override,
     // extraction, encoding or obfuscation evidence); without it, the user rule.
