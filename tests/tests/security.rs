@@ -481,3 +481,28 @@ async fn invisible_characters_are_decoded_for_screening_and_never_forwarded() {
     assert!(up.prompt_text().contains("What is the capital of France?"), "{}", up.prompt_text());
     assert_eq!(up.json["user"], "ann");
 }
+
+#[tokio::test]
+async fn the_policy_reads_pass_through_fields_and_hidden_text() {
+    // A policy's deny term in a tool description or spelled in tag
+    // characters denies the request like one in a message.
+    let mock = MockUpstream::start().await;
+    let s = Server::builder()
+        .toml(&format!(
+            "[providers.openai]\nplugin = \"provider-openai\"\nbase_url = \"{}\"\n\
+             [plugins.settings.internal.config]\ndeny_terms = [\"falcon\"]\n",
+            mock.openai_base_url()
+        ))
+        .start();
+    let mut b = req("openai/ok-a", "hello there");
+    b["tools"] = tools_with("ask about project falcon");
+    let (st, v) = chat(&s, b).await;
+    assert_eq!(st, 403, "{v}");
+    assert!(v["message"].as_str().expect("m").contains("forbids a term"), "{v}");
+    let (st, v) = chat(&s, req("openai/ok-a", &format!("hello there{}", tags("falcon")))).await;
+    assert_eq!(st, 403, "{v}");
+    assert_eq!(mock.request_count(), 0);
+    let mut b = req("openai/ok-a", "hello there");
+    b["tools"] = tools_with("ask about project eagle");
+    assert_eq!(chat(&s, b).await.0, 200);
+}
