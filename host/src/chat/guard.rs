@@ -8,6 +8,7 @@ use serde_json::json;
 use super::handler::Prepared;
 use super::request::PromptShieldOption;
 use super::request::ZERO_KNOWLEDGE;
+use super::screen::{self, FieldTexts};
 use super::security::{self, Guarded, PII_DLP, PROMPT_SHIELD, PolicyDecision, PolicyInput, Refusal, Subject};
 use super::shield_mode::{self, ShieldSetting};
 use crate::api::error::ChatError;
@@ -66,6 +67,17 @@ fn run(
     let engine =
         p.adapters.policy(&policy_name).ok_or_else(|| refuse(ChatError::access_denied(format!("policy {policy_name} is not loaded"))))?;
 
+    // What is screened besides the messages (docs/decisions/screening.md):
+    // the pass-through fields' strings, the stop sequences and the text
+    // hidden in tag characters.
+    // Nothing is collected when neither is there.
+    let mut fields = if p.params.extra.is_empty() && p.normalized.stop.is_empty() {
+        FieldTexts::default()
+    } else {
+        FieldTexts::collect(&p.params.extra, &p.normalized.stop)
+    };
+    let extra_texts = screen::policy_texts(&fields, &p.params.hidden);
+
     // Policy.
     let config = app.config();
     let requested = p.params.prompt_shield.clone().unwrap_or_default();
@@ -78,6 +90,7 @@ fn run(
         models: p.params.chain.iter().map(|e| e.model.to_string()).collect(),
         index: &p.params.index,
         messages: &p.normalized.messages,
+        extra_texts: &extra_texts,
         shield_disable_requested: requested.enabled == Some(false),
         config_json: &policy_config,
     };
@@ -100,7 +113,8 @@ fn run(
             .detector(PROMPT_SHIELD)
             .ok_or_else(|| refuse(ChatError::access_denied("Prompt Shield is not loaded; the request was refused")))?;
         let shield_cfg = app.config_texts.plugin(&config, PROMPT_SHIELD);
-        let texts = security::user_texts(&p.normalized.messages);
+        let (texts, origins) = screen::shield_texts(&p.normalized.messages, &fields, &p.params.hidden);
+        let shield_cfg = screen::shield_config(&shield_cfg, &origins);
         let mut seed = [0u8; 16];
         rand::rng().fill_bytes(&mut seed);
         let (action, score, canary) =
@@ -122,7 +136,11 @@ fn run(
     *at = ("input", Some(PII_DLP));
     if let Some(detector) = p.adapters.detector(PII_DLP) {
         let cfg = app.config_texts.pii_dlp(&config, decision.pii_action, decision.dlp_action);
-        security::pii_dlp(detector.as_ref(), &decision, &cfg, &mut p.normalized.messages, &who, guarded)?;
+        let hidden = &p.params.hidden;
+        if security::pii_dlp(detector.as_ref(), &decision, &cfg, &mut p.normalized.messages, &mut fields, hidden, &who, guarded)? {
+            fields.write_back(&mut p.params.extra);
+            p.normalized.extra_json = screen::fields_json(&p.params.extra);
+        }
     } else if decision.pii_action != security::Action::Allow || decision.dlp_action != security::Action::Allow {
         return Err(refuse(ChatError::access_denied("the PII/DLP detector is not loaded; the request was refused")));
     }

@@ -9,7 +9,7 @@ use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::admission::{Admitted, Slot};
 use super::chain::{self, ChainResult, Failover};
@@ -289,7 +289,8 @@ pub fn prepare(
         max_tokens: params.max_tokens,
         stream: params.stream,
         stop: std::mem::take(&mut params.stop),
-        extra_json: if params.extra.is_empty() { String::new() } else { Value::Object(std::mem::take(&mut params.extra)).to_string() },
+        // Serialised here, once; the map stays for screening (serialised again only if a string in it is redacted).
+        extra_json: super::screen::fields_json(&params.extra),
     };
     let counting = chain::Counting {
         timeout: std::time::Duration::from_millis(cfg.chat.timeout_ms),

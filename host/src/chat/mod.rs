@@ -16,6 +16,7 @@ pub mod providers;
 pub mod request;
 pub mod response;
 pub mod retrieval;
+pub mod screen;
 pub mod security;
 pub mod shield_mode;
 pub mod sse;

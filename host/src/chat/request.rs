@@ -7,12 +7,14 @@ use std::time::Duration;
 
 use serde_json::{Map, Value};
 
+use super::screen::{self, Hidden};
 use super::types::{ChainEntry, Message, ModelId, Role, Trigger};
 use crate::api::error::{ChatError, text};
 
 /// Most messages per request.
 pub const MAX_MESSAGES: usize = 100;
-/// Most bytes of UTF-8 content (messages, `prompt`, `system_message`).
+/// Most bytes of UTF-8 content (messages, `prompt`, `system_message`, and
+/// the strings inside the pass-through fields).
 pub const MAX_CONTENT_BYTES: usize = 262_144;
 /// Most distinct models in a chain, and most entries.
 pub const MAX_DISTINCT_MODELS: usize = 3;
@@ -83,8 +85,10 @@ pub struct ChatParams {
     pub conversation_id: Option<String>,
     pub user_id: Option<String>,
     pub stop: Vec<String>,
-    /// Pass-through fields (`tools`, `response_format`, ...).
+    /// Pass-through fields (`tools`, `response_format`, ...), invisible characters taken out.
     pub extra: Map<String, Value>,
+    /// What invisible tag characters in the messages and fields spelled: screened, never forwarded.
+    pub hidden: Vec<Hidden>,
 }
 
 impl ChatParams {
@@ -197,7 +201,7 @@ fn validate(mut obj: Map<String, Value>, defaults: TimeoutDefaults, needs_model:
         return Err(invalid(format!("unknown field `{unknown}`")));
     }
 
-    let messages = parse_messages(&obj)?;
+    let mut messages = parse_messages(&obj)?;
     let (chain, on) = parse_chain(&obj, defaults, needs_model)?;
 
     let temperature = match obj.get("temperature") {
@@ -237,7 +241,7 @@ fn validate(mut obj: Map<String, Value>, defaults: TimeoutDefaults, needs_model:
         }
         Some(_) => return Err(type_error("prompt_shield", "an object `{enabled?, policy?}`")),
     };
-    let stop = match obj.get("stop") {
+    let mut stop = match obj.get("stop") {
         None | Some(Value::Null) => Vec::new(),
         Some(Value::String(s)) => vec![s.clone()],
         Some(Value::Array(a)) if a.len() <= 4 && a.iter().all(Value::is_string) => {
@@ -251,6 +255,25 @@ fn validate(mut obj: Map<String, Value>, defaults: TimeoutDefaults, needs_model:
             extra.insert((*k).to_owned(), v);
         }
     }
+    // Every string that goes upstream counts toward the content cap.
+    if !extra.is_empty() || !stop.is_empty() {
+        let content: usize = messages.iter().map(|m| m.content.len()).sum();
+        let total = content + screen::field_bytes(&extra, &stop);
+        if total > MAX_CONTENT_BYTES {
+            return Err(invalid(format!(
+                "message content, `stop` and the strings in pass-through fields (`tools`, `response_format`, `user`, …) are \
+                 {total} bytes together; at most {MAX_CONTENT_BYTES} bytes (256 KB) are allowed"
+            )));
+        }
+    }
+    // Invisible characters never go upstream; what tag characters spelled is kept for screening.
+    let mut hidden = Vec::new();
+    screen::clean_messages(&mut messages, &mut hidden);
+    screen::clean_fields(&mut extra, &mut stop, &mut hidden).map_err(|field| {
+        invalid(format!(
+            "a field name inside `{field}` contains invisible characters (zero-width, bidi control or tag characters); remove them"
+        ))
+    })?;
     Ok(ChatParams {
         messages,
         chain,
@@ -266,6 +289,7 @@ fn validate(mut obj: Map<String, Value>, defaults: TimeoutDefaults, needs_model:
         user_id,
         stop,
         extra,
+        hidden,
     })
 }
 
@@ -610,6 +634,31 @@ mod tests {
         assert!(m.contains("stream"));
         let (_, _, m) = err(json!({"index":"Zero-Knowledge","model":"a/1","prompt":"x","colour":"red"}));
         assert!(m.contains("colour"));
+    }
+
+    #[test]
+    fn pass_through_strings_count_toward_the_content_cap() {
+        let desc = |n: usize| json!([{"type": "function", "function": {"name": "f", "description": "x".repeat(n)}}]);
+        // Keys and values inside the field count: type, function, function, name, f, description.
+        let overhead = "typefunctionfunctionnamefdescription".len();
+        let ok = p(json!({"index":"Zero-Knowledge","model":"a/1","prompt":"hi","tools": desc(MAX_CONTENT_BYTES - 2 - overhead)}));
+        assert!(ok.is_ok(), "{:?}", ok.err().map(|e| e.message));
+        let (s, e, m) = err(json!({"index":"Zero-Knowledge","model":"a/1","prompt":"hi","tools": desc(MAX_CONTENT_BYTES - 1 - overhead)}));
+        assert_eq!((s, e), (400, "Invalid request"));
+        assert!(m.contains("pass-through") && m.contains("262144"), "{m}");
+    }
+
+    #[test]
+    fn invisible_characters_are_taken_out_and_tag_text_kept_for_screening() {
+        let tagged: String = "hi".chars().map(|c| char::from_u32(0xE0000 + c as u32).expect("tag")).collect();
+        let r = p(json!({"index":"Zero-Knowledge","model":"a/1","prompt":format!("a\u{200B}b{tagged}"),"user":format!("u{tagged}")}))
+            .expect("valid");
+        assert_eq!(r.messages[0].content, "ab");
+        assert_eq!(r.extra["user"], "u");
+        assert_eq!(r.hidden.iter().map(|h| (h.origin.as_str(), h.text.as_str())).collect::<Vec<_>>(), [("user", "hi"), ("field", "hi")]);
+        let (s, _, m) = err(json!({"index":"Zero-Knowledge","model":"a/1","prompt":"x","response_format":{"a\u{202E}b": 1}}));
+        assert_eq!(s, 400);
+        assert!(m.contains("response_format") && m.contains("invisible"), "{m}");
     }
 
     #[test]

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
+use super::screen::{FieldTexts, Hidden};
 use super::types::{Message, Role};
 use crate::api::error::{ChatError, text};
 use crate::audit::{Audit, category, kind, outcome};
@@ -133,6 +134,9 @@ pub struct PolicyInput<'a> {
     pub models: Vec<String>,
     pub index: &'a str,
     pub messages: &'a [Message],
+    /// Other caller text the policy reads after the messages (as `tool`
+    /// messages): the pass-through fields' strings, hidden tag text.
+    pub extra_texts: &'a [String],
     pub shield_disable_requested: bool,
     pub config_json: &'a str,
 }
@@ -303,11 +307,6 @@ pub fn json_text(v: &Value) -> String {
     serde_json::to_string(v).unwrap_or_else(|_| "{}".to_owned())
 }
 
-/// The texts of the caller's own messages (what Prompt Shield inspects on input).
-pub fn user_texts(messages: &[Message]) -> Vec<String> {
-    messages.iter().filter(|m| m.role == Role::User).map(|m| m.content.clone()).collect()
-}
-
 /// Prompt Shield on `texts` at `stage`. Block → refusal; flag → event.
 pub fn shield(
     detector: &dyn Detector,
@@ -419,22 +418,31 @@ fn is_pii(kind: &str) -> bool {
         && !matches!(kind, k if k.contains("key") || k.contains("token") || k.contains("secret") || k.contains("password") || k.contains("jwt") || k.starts_with("custom"))
 }
 
-/// PII and DLP on the input messages: block → refusal; redact → the
-/// messages are rewritten and placeholders remembered; flag → events.
-/// `config_json` carries the policy's actions in `pii` and `dlp`
-/// (`config_texts::ConfigTexts::pii_dlp`).
+/// PII and DLP on what the caller sends upstream — every message, every
+/// string of the pass-through fields (`fields`), and what invisible tags
+/// spelled (`hidden`, screened only: it is never forwarded): block → refusal;
+/// redact → the messages and field strings are rewritten and placeholders
+/// remembered; flag → events. `config_json` carries the policy's actions in
+/// `pii` and `dlp` (`config_texts::ConfigTexts::pii_dlp`). `Ok(true)` when a
+/// field string was rewritten (the fields must be serialised again).
+#[allow(clippy::too_many_arguments)]
 pub fn pii_dlp(
     detector: &dyn Detector,
     decision: &PolicyDecision,
     config_json: &str,
     messages: &mut [Message],
+    fields: &mut FieldTexts,
+    hidden: &[Hidden],
     who: &Subject,
     guarded: &mut Guarded,
-) -> Result<(), Box<Refusal>> {
+) -> Result<bool, Box<Refusal>> {
     if decision.pii_action == Action::Allow && decision.dlp_action == Action::Allow {
-        return Ok(());
+        return Ok(false);
     }
-    let texts: Vec<String> = messages.iter().map(|m| m.content.clone()).collect();
+    let mut texts: Vec<String> = Vec::with_capacity(messages.len() + fields.texts.len() + hidden.len());
+    texts.extend(messages.iter().map(|m| m.content.clone()));
+    texts.extend(fields.texts.iter().cloned());
+    texts.extend(hidden.iter().map(|h| h.text.clone()));
     let verdicts = detector.inspect(Stage::Input, Strictness::Balanced, config_json, &texts).map_err(|e| {
         tracing::error!(error = %e, "PII/DLP detector failed");
         Refusal {
@@ -500,25 +508,49 @@ pub fn pii_dlp(
     }
     record("pii:incident", &pii_kinds, decision.pii_action, guarded);
     record("dlp:incident", &dlp_kinds, decision.dlp_action, guarded);
-    // Apply redactions, last span first so earlier offsets stay valid.
-    for (m, v) in messages.iter_mut().zip(&verdicts) {
+    // Field names and stop sequences cannot be rewritten: a finding to redact in one refuses the request.
+    let (m_len, f_len) = (messages.len(), fields.texts.len());
+    if verdicts.iter().enumerate().any(|(i, v)| i >= m_len && i < m_len + f_len && fields.fixed[i - m_len] && !v.redactions.is_empty()) {
+        return Err(Box::new(Refusal {
+            error: denied(format!(
+                "a field name in the pass-through fields (`tools`, `response_format`, …) or a `stop` sequence holds personal data \
+                 that policy {} redacts; rename the field or change the stop sequence",
+                who.policy
+            )),
+            events: std::mem::take(&mut guarded.events),
+            audit: std::mem::take(&mut guarded.audit),
+            verdicts: Vec::new(),
+        }));
+    }
+    // Apply redactions to what is forwarded (messages, then field values);
+    // the decoded hidden text is not forwarded, so there is nothing to rewrite.
+    let mut fields_changed = false;
+    let targets = messages.iter_mut().map(|m| (&mut m.content, false)).chain(fields.texts.iter_mut().map(|t| (t, true)));
+    for ((text, is_field), v) in targets.zip(&verdicts) {
         if v.action != Action::Redact || v.redactions.is_empty() {
             continue;
         }
-        let mut spans = v.redactions.clone();
-        spans.sort_by_key(|s| std::cmp::Reverse(s.start));
-        for r in spans {
-            if r.start <= r.end && r.end <= m.content.len() && m.content.is_char_boundary(r.start) && m.content.is_char_boundary(r.end) {
-                let original = m.content[r.start..r.end].to_owned();
-                m.content.replace_range(r.start..r.end, &r.replacement);
-                if decision.restore_pii && !guarded.restore.iter().any(|(p, _)| p == &r.replacement) {
-                    guarded.restore.push((r.replacement.clone(), original));
-                }
-            }
-        }
+        redact(text, &v.redactions, decision.restore_pii, guarded);
+        fields_changed |= is_field;
         guarded.verdict = "redact";
     }
-    Ok(())
+    Ok(fields_changed)
+}
+
+/// Replace `spans` in `text`, last span first so earlier offsets stay valid,
+/// and remember placeholder → original when the policy restores them.
+fn redact(text: &mut String, spans: &[Redaction], restore: bool, guarded: &mut Guarded) {
+    let mut spans = spans.to_vec();
+    spans.sort_by_key(|s| std::cmp::Reverse(s.start));
+    for r in spans {
+        if r.start <= r.end && r.end <= text.len() && text.is_char_boundary(r.start) && text.is_char_boundary(r.end) {
+            let original = text[r.start..r.end].to_owned();
+            text.replace_range(r.start..r.end, &r.replacement);
+            if restore && !guarded.restore.iter().any(|(p, _)| p == &r.replacement) {
+                guarded.restore.push((r.replacement.clone(), original));
+            }
+        }
+    }
 }
 
 /// Put the canary instruction into the system context.

@@ -171,6 +171,7 @@ impl PolicyEngine for PolicyPlugin {
                     },
                     content: m.content.clone(),
                 })
+                .chain(input.extra_texts.iter().map(|t| pc::Message { role: pc::Role::Tool, content: t.clone() }))
                 .collect(),
             shield_disable_requested: input.shield_disable_requested,
             config_json: input.config_json.to_owned(),

@@ -1,4 +1,4 @@
-//! Secret scanners (DLP), hand-written: cloud and SaaS keys recognised by
+//! Secret scanners (DLP), hand-written: cloud, SaaS and LLM-provider keys recognised by
 //! their fixed prefixes and lengths, JWTs, PEM private-key blocks, AWS secret
 //! keys next to an AWS word, credentials in URLs, and generic assignments
 //! such as `password=...`, `api_key: "..."`, `"client_secret": "..."`.
@@ -78,7 +78,54 @@ fn token_kind(t: &[u8]) -> Option<&'static str> {
     if t.len() == 39 && t.starts_with(b"AIza") && t.iter().all(|c| tok(*c)) {
         return Some("google_api_key");
     }
+    llm_key_kind(t)
+}
+
+/// Mixed case and a digit: what a random key body has and a word or a
+/// kebab-case name (`sk-learn`, `sk-my-test-key`) has not.
+fn random_looking(body: &[u8]) -> bool {
+    body.iter().any(u8::is_ascii_digit) && body.iter().any(u8::is_ascii_uppercase) && body.iter().any(u8::is_ascii_lowercase)
+}
+
+/// LLM-provider keys, GitLab tokens and Gatehouse's own API keys.
+/// `t` is a whole token of `[A-Za-z0-9_-]`.
+fn llm_key_kind(t: &[u8]) -> Option<&'static str> {
+    let body = |p: &[u8]| t.strip_prefix(p);
+    if let Some(b) = body(b"sk-ant-") {
+        // Anthropic: `sk-ant-api03-…`, `sk-ant-admin01-…` (about 100 characters).
+        return (b.len() >= 32 && random_looking(b)).then_some("anthropic_key");
+    }
+    for p in [&b"sk-proj-"[..], b"sk-svcacct-", b"sk-admin-", b"sk-None-"] {
+        if let Some(b) = body(p) {
+            return (b.len() >= 32 && random_looking(b)).then_some("openai_key");
+        }
+    }
+    if let Some(b) = body(b"sk-") {
+        // Gatehouse: `sk-` + 43 base64url characters (32 random bytes; a
+        // digit is missing from about one in 1,400 of them, mixed case is not).
+        if b.len() == 43 && random_looking_letters(b) {
+            return Some("gatehouse_key");
+        }
+        // OpenAI's older user keys: `sk-` + 48 letters and digits.
+        if b.len() >= 32 && b.iter().all(u8::is_ascii_alphanumeric) && random_looking(b) {
+            return Some("openai_key");
+        }
+        return None;
+    }
+    if let Some(b) = body(b"hf_") {
+        // Hugging Face: `hf_` + 34 letters.
+        return (b.len() >= 30 && b.iter().all(u8::is_ascii_alphanumeric) && random_looking_letters(b)).then_some("huggingface_token");
+    }
+    if let Some(b) = body(b"glpat-") {
+        // GitLab personal access tokens: `glpat-` + 20 characters or more.
+        return (b.len() >= 20 && (b.iter().any(u8::is_ascii_digit) || random_looking_letters(b))).then_some("gitlab_token");
+    }
     None
+}
+
+/// Upper and lower case mixed (Hugging Face bodies are letters only).
+fn random_looking_letters(body: &[u8]) -> bool {
+    body.iter().any(u8::is_ascii_uppercase) && body.iter().any(u8::is_ascii_lowercase)
 }
 
 fn prefixed_tokens(text: &str, blocks: &Blocks, out: &mut Vec<Finding>) {
@@ -365,6 +412,45 @@ mod tests {
             "slack_token",
             "https://hooks.slack.com/services/T000/B000/XXXXabcd",
         );
+    }
+
+    #[test]
+    fn llm_provider_and_gatehouse_keys() {
+        let proj = format!("sk-proj-{}", "Ab3dEf6hIj9kLmN0pQr2StU5vWx8Yz1aBc4DeF7gHi0JkL3mNo6PqR9sTu2VwX5yZ");
+        one(&format!("OPENAI={proj}"), "openai_key", &proj);
+        let svc = format!("sk-svcacct-{}", "Ab3dEf6hIj9kLmN0pQr2StU5vWx8Yz1aBc4DeF7gHi0JkL3m");
+        one(&format!("use {svc} now"), "openai_key", &svc);
+        one(
+            "key 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.",
+            "openai_key",
+            "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",
+        );
+        let ant = format!("sk-ant-api03-{}-AA", "Ab3dEf6hIj9kLmN0pQr2StU5vWx8Yz1aBc4DeF7gHi0JkL3mNo6PqR9sTu2VwX5yZ_AbCdEfGhIjKlMnOpQr");
+        one(&format!("claude {ant}"), "anthropic_key", &ant);
+        one("token hf_AbCdEfGhIjKlMnOpQrStUvWxYzabcdefgh ok", "huggingface_token", "hf_AbCdEfGhIjKlMnOpQrStUvWxYzabcdefgh");
+        one("glpat-Ab3dEf6hIj9kLmN0pQr2 is mine", "gitlab_token", "glpat-Ab3dEf6hIj9kLmN0pQr2");
+        let gh = "sk-AbCdEfGhIjKlMnOpQrStUvWxYz0123456789-_AbCdE";
+        assert_eq!(gh.len(), 46);
+        one(&format!("Authorization: Bearer {gh}"), "gatehouse_key", gh);
+    }
+
+    #[test]
+    fn near_misses_of_provider_keys_are_not_secrets() {
+        for t in [
+            "pip install sk-learn and scikit-learn",
+            "the sk-proj-alpha-beta-gamma-delta-epsilon-zeta-eta branch",
+            "task-Ab3dEf6hIj9kLmN0pQr2StU5vWx8Yz1aBc4DeF7gHi0JkL3mN",
+            "sk-ant-api03-short",
+            "sk-Ab3dEf6hIj9k",
+            "sk-abcdefghijklmnopqrstuvwxyzabcdefghijklmnopq",
+            "call hf_hub_download(repo_id) from huggingface_hub",
+            "hf_abcdefghijklmnopqrstuvwxyzabcdefgh",
+            "glpat-short",
+            "the glpat-token-format-is-described-here page",
+            "sk-proj-",
+        ] {
+            assert!(kinds(t).is_empty(), "{t}: {:?}", kinds(t));
+        }
     }
 
     #[test]

@@ -11,7 +11,9 @@
 //!   (control letter); UK National Insurance numbers.
 //! - DLP ([`dlp`]): AWS access key ids and secret keys, GitHub tokens
 //!   (`ghp_`… and `github_pat_`), Slack tokens and webhooks, Stripe secret keys,
-//!   Google API keys, JWTs, PEM private-key blocks, credentials in URLs, and
+//!   Google API keys, LLM-provider keys (OpenAI `sk-proj-`/`sk-svcacct-`/`sk-…`,
+//!   Anthropic `sk-ant-`, Hugging Face `hf_`), GitLab `glpat-` tokens,
+//!   Gatehouse's own API keys (`sk-` + 43 base64url), JWTs, PEM private-key blocks, credentials in URLs, and
 //!   assignments such as `password=…`, `api_key: "…"`, `"client_secret": "…"`.
 //! - Custom patterns from the config (`regex` crate), kind `custom:<name>`.
 //!

@@ -453,6 +453,12 @@ pub fn hand_features(norm: &Normalized) -> [f32; HAND] {
     ]
 }
 
+/// Override or extraction evidence ("ignore the previous instructions",
+/// "reveal your system prompt").
+pub fn is_override(hand: &[f32; HAND]) -> bool {
+    hand[5] > 0.0 || hand[6] > 0.0
+}
+
 /// The persona evidence alone: tells a jailbreak from other injections.
 pub fn is_persona(hand: &[f32; HAND]) -> bool {
     hand[7] > 0.0
