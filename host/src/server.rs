@@ -211,17 +211,22 @@ async fn connection(
             // peer's, or the one a trusted balancer forwarded.
             let forwarded = trusted.as_deref().and_then(|t| peers::forwarded_client(t, req.headers()));
             req.extensions_mut().insert(crate::auth::failures::ClientAddr(Some(forwarded.unwrap_or(peer))));
-            // Behind a balancer, a request counts against its client's address while it runs.
+            // Behind a balancer, a request counts against its client's address
+            // while it runs; over the cap, the auth layer refuses it (in the
+            // router, so that it gets a request id like any answer).
             let place = match forwarded {
-                Some(ip) if per_ip > 0 => peers.enter(ip, per_ip).map(Some).ok_or(ip),
-                _ => Ok(None),
+                Some(ip) if per_ip > 0 => {
+                    let place = peers.enter(ip, per_ip);
+                    if place.is_none() {
+                        req.extensions_mut().insert(peers::Crowded { ip, cap: per_ip });
+                    }
+                    place
+                }
+                _ => None,
             };
             let router = router.clone();
             async move {
-                let (resp, place) = match place {
-                    Ok(place) => (tower::ServiceExt::oneshot(router, req).await?, place),
-                    Err(ip) => (too_many_from(ip, req.uri().path(), per_ip), None),
-                };
+                let resp = tower::ServiceExt::oneshot(router, req).await?;
                 Ok::<_, std::convert::Infallible>(resp.map(|body| idle::Holding::new(body, (in_request, place))))
             }
         })
@@ -229,6 +234,10 @@ async fn connection(
     let conn = builder.serve_connection_with_upgrades(io, hyper_util::service::TowerToHyperService::new(per_request));
     tokio::pin!(conn);
     let mut closing = false;
+    // After an idle shutdown: an HTTP/2 client that does not answer the
+    // GOAWAY's PING would hold the connection open; with no request running
+    // after another timeout, it is dropped.
+    let mut drop_at: Option<tokio::time::Instant> = None;
     loop {
         tokio::select! {
             res = conn.as_mut() => {
@@ -246,20 +255,18 @@ async fn connection(
                     tracing::debug!(idle_ms = settings.keep_alive.as_millis() as u64, "closing an idle keep-alive connection");
                     conn.as_mut().graceful_shutdown();
                     closing = true;
+                    drop_at = Some(tokio::time::Instant::now() + settings.keep_alive);
                 }
+            }
+            () = tokio::time::sleep_until(drop_at.unwrap_or_else(tokio::time::Instant::now)), if drop_at.is_some() => {
+                if activity.idle_for() >= settings.keep_alive {
+                    tracing::debug!("dropping an idle connection that did not close after GOAWAY");
+                    return;
+                }
+                drop_at = Some(activity.idle_deadline(settings.keep_alive));
             }
         }
     }
-}
-
-/// 503 `Server busy` for a forwarded client at `server.max_connections_per_ip`.
-fn too_many_from(ip: std::net::IpAddr, path: &str, cap: usize) -> axum::response::Response {
-    tracing::debug!(%ip, cap, "request refused: its client is at server.max_connections_per_ip");
-    let message = format!(
-        "your address ({ip}) has {cap} requests open through the load balancer, its limit (server.max_connections_per_ip); retry after {} s",
-        crate::chat::admission::RETRY_AFTER_SECS
-    );
-    crate::api::error::ErrorFormat::for_path(path).busy(&message, crate::chat::admission::RETRY_AFTER_SECS)
 }
 
 /// Largest request line plus headers hyper buffers for one HTTP/1 request.

@@ -108,6 +108,28 @@ fn node_ip(node: &str) -> Option<IpAddr> {
     node.parse().ok().or_else(|| node.rsplit_once(':').and_then(|(a, _)| a.parse().ok()))
 }
 
+/// Marks a forwarded request whose client is at the cap; the auth layer
+/// answers it with [`Crowded::refusal`].
+#[derive(Debug, Clone, Copy)]
+pub struct Crowded {
+    pub ip: IpAddr,
+    pub cap: usize,
+}
+
+impl Crowded {
+    /// 503 `Server busy` in the route's format.
+    pub fn refusal(&self, path: &str) -> axum::response::Response {
+        let (ip, cap) = (self.ip, self.cap);
+        tracing::debug!(%ip, cap, "request refused: its client is at server.max_connections_per_ip");
+        let retry = crate::chat::admission::RETRY_AFTER_SECS;
+        let message = format!(
+            "your address ({ip}) has {cap} requests open through the load balancer, its limit (server.max_connections_per_ip); \
+             retry after {retry} s"
+        );
+        crate::api::error::ErrorFormat::for_path(path).busy(&message, retry)
+    }
+}
+
 /// Places held per client address.
 #[derive(Debug, Default)]
 pub struct Peers {
