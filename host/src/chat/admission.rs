@@ -76,12 +76,15 @@ pub fn key_share(chat: &ChatConfig) -> usize {
 /// Lock shards of the per-key map: enough that keys seldom share one.
 const SHARDS: usize = 16;
 
+/// One shard of the per-key map, by key id.
+type KeyShard = Mutex<HashMap<Box<str>, Arc<KeyLoad>>>;
+
 /// The count of chat requests being served, each key's counts, and the
 /// bytes of request bodies being received.
 #[derive(Debug)]
 pub struct Admission {
     in_flight: AtomicUsize,
-    keys: Box<[Mutex<HashMap<Box<str>, Arc<KeyLoad>>>]>,
+    keys: Box<[KeyShard]>,
     hasher: std::collections::hash_map::RandomState,
     receiving: AtomicUsize,
 }
@@ -316,7 +319,7 @@ pub async fn admit(app: &AppState, path: &str, ctx: Option<&AuthContext>) -> Res
 
 /// The 429 of a key at its share (steps 4 and 6): not counted; the first
 /// per key and minute fires `api:limit_reached` with its audit record.
-#[allow(clippy::too_many_arguments)]
+#[allow(clippy::too_many_arguments, reason = "the refusal names what the key holds, its share and its limits")]
 pub(super) async fn over_share(
     app: &AppState,
     ctx: &AuthContext,
