@@ -111,7 +111,8 @@ impl Reply {
         (status = 403, description = "`Access denied`: key permissions, policy, Prompt Shield or DLP", body = crate::api::error::FlatError),
         (status = 409, description = "`Request in progress`: the same `Idempotency-Key` is still running", body = crate::api::error::FlatError),
         (status = 422, description = "`Idempotency key reuse` with a different body", body = crate::api::error::FlatError),
-        (status = 429, description = "`Rate limit exceeded` (`Retry-After`), or `All model attempts failed` when every attempt was rate-limited",
+        (status = 429, description = "`Rate limit exceeded` (`Retry-After`): a rate limit or quota, or the key's concurrency cap \
+                                      (`chat.key_share`); or `All model attempts failed` when every attempt was rate-limited",
          body = crate::api::error::FlatError),
         (status = 502, description = "`All model attempts failed`: the failover chain is exhausted; `attempts` lists each",
          body = crate::api::error::FlatError),
