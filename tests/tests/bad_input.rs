@@ -333,17 +333,17 @@ mod h2_frames {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn an_http2_connection_that_only_pings_is_closed_when_idle_and_its_streams_are_bounded() {
+/// Open an HTTP/2 (prior knowledge) connection that sends PINGs every 200 ms
+/// for up to 8 s and nothing else: when the server closed it (if it did) and
+/// the frames it sent.
+async fn only_pings(s: &Server) -> (Option<Duration>, Vec<(u8, u8, Vec<u8>)>) {
     use h2_frames::*;
     use tokio::io::AsyncReadExt;
 
-    let s = Server::builder().toml("[server]\nkeep_alive_timeout_ms = 1000\nhttp2_max_concurrent_streams = 7\n").start();
     let mut c = tokio::net::TcpStream::connect(raw_http::addr_of(&s.base_url)).await.expect("connect");
     c.write_all(PREFACE).await.expect("preface");
     c.write_all(&frame(SETTINGS, 0, &[])).await.expect("settings");
     let (mut rd, mut wr) = c.into_split();
-    // PING every 200 ms, for at most 8 s: pings are not requests.
     let pinger = tokio::spawn(async move {
         for i in 0u64..40 {
             if wr.write_all(&frame(PING, 0, &i.to_be_bytes())).await.is_err() {
@@ -351,6 +351,8 @@ async fn an_http2_connection_that_only_pings_is_closed_when_idle_and_its_streams
             }
             tokio::time::sleep(Duration::from_millis(200)).await;
         }
+        // Keep the write side open: closing it would end the connection from here.
+        std::future::pending::<()>().await;
     });
     let started = Instant::now();
     let mut seen = Vec::new();
@@ -363,21 +365,36 @@ async fn an_http2_connection_that_only_pings_is_closed_when_idle_and_its_streams
         }
     };
     pinger.abort();
-    let frames = parse(&seen);
+    (closed, parse(&seen))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_connection_that_only_pings_is_closed_when_idle() {
+    use h2_frames::*;
+
+    let s = Server::builder().toml("[server]\nkeep_alive_timeout_ms = 1000\n").start();
+    let (closed, frames) = only_pings(&s).await;
     assert!(frames.iter().any(|(t, flags, _)| *t == PING && flags & 1 == 1), "the server answered the pings: {frames:?}");
     let closed = closed.expect("a connection that only pings was kept open");
     assert!(closed < Duration::from_secs(6), "closed only after {closed:?}");
     assert!(frames.iter().any(|(t, _, _)| *t == GOAWAY), "closed with GOAWAY: {frames:?}");
-    // SETTINGS_MAX_CONCURRENT_STREAMS (0x3) is the configured bound.
-    let (_, _, settings) = frames.iter().find(|(t, flags, _)| *t == SETTINGS && flags & 1 == 0).expect("the server's SETTINGS");
-    let max_streams = settings.chunks(6).find(|p| p[..2] == [0, 3]).map(|p| u32::from_be_bytes([p[2], p[3], p[4], p[5]]));
-    assert_eq!(max_streams, Some(7), "{settings:?}");
-
     // Requests over HTTP/2 are served as before.
     let h2 = reqwest::Client::builder().http2_prior_knowledge().build().expect("h2 client");
     let r = h2.get(s.url("/health")).send().await.expect("h2 request");
     assert_eq!(r.status(), 200);
     assert_eq!(r.version(), reqwest::Version::HTTP_2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_streams_per_connection_are_bounded_by_the_config() {
+    use h2_frames::*;
+
+    let s = Server::builder().toml("[server]\nkeep_alive_timeout_ms = 500\nhttp2_max_concurrent_streams = 7\n").start();
+    let (_, frames) = only_pings(&s).await;
+    // SETTINGS_MAX_CONCURRENT_STREAMS (0x3) is the configured bound.
+    let (_, _, settings) = frames.iter().find(|(t, flags, _)| *t == SETTINGS && flags & 1 == 0).expect("the server's SETTINGS");
+    let max_streams = settings.chunks(6).find(|p| p[..2] == [0, 3]).map(|p| u32::from_be_bytes([p[2], p[3], p[4], p[5]]));
+    assert_eq!(max_streams, Some(7), "{settings:?}");
 }
 
 /// A raw connection that sends nothing; `true` when the server closed it within `within`.
