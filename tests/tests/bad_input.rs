@@ -478,3 +478,41 @@ async fn behind_a_trusted_proxy_the_forwarded_address_is_the_one_capped() {
     assert_eq!(r.status, Some(200), "{r:?}");
     drop(held);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bytes_of_bodies_being_received_are_capped_host_wide() {
+    let s = Server::builder().toml("[server]\nmax_body_bytes = 307200\nmax_buffered_body_bytes = 400000\n").start();
+    let addr = raw_http::addr_of(&s.base_url);
+    let body_head = |len: usize| {
+        head(
+            "POST",
+            "/api/admin/users",
+            &[format!("Authorization: Bearer {}", s.admin_key), "Content-Type: application/json".into(), format!("Content-Length: {len}")],
+        )
+    };
+    // 300,000 bytes of a body arrive, its last byte never does.
+    let mut first = tokio::net::TcpStream::connect(&addr).await.expect("connect");
+    first.write_all(&body_head(300_001)).await.expect("head");
+    first.write_all(&vec![b' '; 300_000]).await.expect("body");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Another 200,000 would take the host past 400,000: 503 in the route's format.
+    let mut second = body_head(200_000);
+    second.extend_from_slice(&vec![b' '; 200_000]);
+    let r = raw_http::send(&s.base_url, &second, WITHIN).await;
+    assert_eq!(r.status, Some(503), "{r:?}");
+    assert_eq!(error_of("/api/admin/users", &r), "SERVER_BUSY");
+    assert!(r.json()["error"]["message"].as_str().expect("message").contains("server.max_buffered_body_bytes"), "{}", r.json());
+    assert_eq!(r.header("retry-after"), Some("1"));
+    // Once the first is gone, its bytes are given back.
+    drop(first);
+    let started = Instant::now();
+    loop {
+        let r = raw_http::send(&s.base_url, &second, WITHIN).await;
+        if r.status != Some(503) {
+            assert_eq!(r.status, Some(400), "the body arrived and was read as (bad) JSON: {r:?}");
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "the first body's bytes were never given back");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

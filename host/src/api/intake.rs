@@ -95,7 +95,8 @@ async fn read(
             if !receiving.add(data.len(), buffered_max) {
                 tracing::warn!(buffered_max, "request body refused: server.max_buffered_body_bytes are being received");
                 let message = format!(
-                    "the gateway is receiving its limit of {buffered_max} bytes of request bodies at once; retry after {} s",
+                    "the gateway is receiving its limit of {buffered_max} bytes of request bodies at once \
+                     (server.max_buffered_body_bytes); retry after {} s",
                     admission::RETRY_AFTER_SECS
                 );
                 return Ok(Err(format.busy(&message, admission::RETRY_AFTER_SECS)));
