@@ -136,6 +136,19 @@ pub struct ServerConfig {
     pub keep_alive_timeout_ms: u64,
     /// On SIGTERM/SIGINT, how long in-flight requests may take to finish.
     pub shutdown_grace_ms: u64,
+    /// Bytes of request bodies being received at once, all connections
+    /// together; a body that would pass it gets 503 `Server busy`.
+    pub max_buffered_body_bytes: usize,
+    /// Streams one HTTP/2 connection may have open at once (announced in
+    /// SETTINGS_MAX_CONCURRENT_STREAMS).
+    pub http2_max_concurrent_streams: u32,
+    /// Connections one client address may hold open; 0 (the default) is no
+    /// cap. Behind a load balancer every client has the balancer's address:
+    /// name it in `trusted_proxies`.
+    pub max_connections_per_ip: usize,
+    /// Load balancers (addresses or ranges such as `10.0.0.0/8`) whose
+    /// `X-Forwarded-For` / `Forwarded` names the client (`server::peers`).
+    pub trusted_proxies: Vec<crate::server::peers::Cidr>,
 }
 
 impl Default for ServerConfig {
@@ -146,6 +159,10 @@ impl Default for ServerConfig {
             body_read_timeout_ms: 30_000,
             keep_alive_timeout_ms: 75_000,
             shutdown_grace_ms: 30_000,
+            max_buffered_body_bytes: 256 * 1024 * 1024,
+            http2_max_concurrent_streams: 100,
+            max_connections_per_ip: 0,
+            trusted_proxies: Vec::new(),
         }
     }
 }
@@ -198,11 +215,20 @@ pub struct ChatConfig {
     /// Chat requests served at once (a stream counts until it ends); one more
     /// gets 503 `Server busy` with `Retry-After` (`chat::admission`).
     pub max_in_flight: usize,
+    /// The fraction of `max_in_flight` one key may hold (requests in flight,
+    /// and bodies being received, each); one more gets 429 with `Retry-After`.
+    pub key_share: f64,
 }
 
 impl Default for ChatConfig {
     fn default() -> Self {
-        ChatConfig { timeout_ms: 60_000, first_token_timeout_ms: 15_000, idempotency_ttl_secs: 24 * 3600, max_in_flight: 4096 }
+        ChatConfig {
+            timeout_ms: 60_000,
+            first_token_timeout_ms: 15_000,
+            idempotency_ttl_secs: 24 * 3600,
+            max_in_flight: 4096,
+            key_share: 0.125,
+        }
     }
 }
 
@@ -515,6 +541,15 @@ impl Config {
         if self.chat.max_in_flight == 0 {
             return Err("chat.max_in_flight: must be at least 1".into());
         }
+        if !(self.chat.key_share > 0.0 && self.chat.key_share <= 1.0) {
+            return Err("chat.key_share: a fraction of chat.max_in_flight above 0 and at most 1 (1 lets one key use the whole host)".into());
+        }
+        if self.server.http2_max_concurrent_streams == 0 {
+            return Err("server.http2_max_concurrent_streams: must be at least 1".into());
+        }
+        if self.server.max_buffered_body_bytes < self.server.max_body_bytes {
+            return Err("server.max_buffered_body_bytes: must be at least server.max_body_bytes, or no large body could arrive".into());
+        }
         if self.server.max_body_bytes < 300 * 1024 {
             return Err("server.max_body_bytes: must be at least 307200 so a 256 KB message fits".into());
         }
@@ -596,6 +631,17 @@ mod tests {
         let f = write("[chat]\nmax_in_flight = 0\n");
         let msg = Config::load(Some(f.path())).expect_err("no slot at all").to_string();
         assert!(msg.contains("chat.max_in_flight"), "{msg}");
+        for (toml, key) in [
+            ("[chat]\nkey_share = 0.0\n", "chat.key_share"),
+            ("[chat]\nkey_share = 1.5\n", "chat.key_share"),
+            ("[server]\nhttp2_max_concurrent_streams = 0\n", "server.http2_max_concurrent_streams"),
+            ("[server]\ntrusted_proxies = [\"10.0.0.0/40\"]\n", "trusted_proxies"),
+        ] {
+            let msg = Config::load(Some(write(toml).path())).expect_err(key).to_string();
+            assert!(msg.contains(key), "{msg}");
+        }
+        let f = write("[server]\nmax_connections_per_ip = 4\ntrusted_proxies = [\"10.0.0.0/8\", \"192.0.2.7\"]\n");
+        assert_eq!(Config::load(Some(f.path())).expect("valid").server.trusted_proxies.len(), 2);
     }
 
     #[test]

@@ -12,6 +12,7 @@ use crate::config::Config;
 use crate::store::redb::RedbStore;
 
 mod idle;
+pub mod peers;
 
 /// Run the server until SIGTERM or SIGINT, then drain and flush.
 pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> anyhow::Result<()> {
@@ -100,10 +101,13 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> any
 /// that trickles its request line and headers (slowloris) must be cut off:
 /// `header_read_timeout` closes such an HTTP/1 connection. The body has its
 /// own deadline (`api::intake`); header floods are refused by hyper's limits
-/// (100 headers, 64 KiB of head) with 431 or a closed connection. A
-/// connection with no traffic for `keep_alive_timeout_ms` is shut down
-/// gracefully (a request still running is answered first). The timeouts are
-/// read per connection, so a config reload applies to the next ones.
+/// (100 headers, 64 KiB of head) with 431 or a closed connection; an HTTP/2
+/// connection may open at most `http2_max_concurrent_streams` streams at
+/// once. A connection with no request for `keep_alive_timeout_ms` is shut
+/// down gracefully (a request still running is answered first; PINGs are
+/// not requests, see `idle`). With `max_connections_per_ip` set, a client
+/// address past it is closed at once (`peers`). These settings are read per
+/// connection, so a config reload applies to the next ones.
 async fn serve(listener: TcpListener, router: axum::Router, app: AppState, mut stop: tokio::sync::watch::Receiver<bool>) {
     // Every connection task holds a sender; the channel closes when the last one ends.
     let (alive, mut all_closed) = tokio::sync::mpsc::channel::<()>(1);
@@ -112,10 +116,11 @@ async fn serve(listener: TcpListener, router: axum::Router, app: AppState, mut s
         let _ = stop.wait_for(|s| *s).await;
     };
     tokio::pin!(stopped);
+    let peers = Arc::new(peers::Peers::default());
     loop {
-        let stream = tokio::select! {
+        let (stream, peer) = tokio::select! {
             accepted = listener.accept() => match accepted {
-                Ok((stream, _)) => stream,
+                Ok((stream, addr)) => (stream, addr.ip().to_canonical()),
                 Err(e) => {
                     accept_error(e).await;
                     continue;
@@ -123,60 +128,118 @@ async fn serve(listener: TcpListener, router: axum::Router, app: AppState, mut s
             },
             () = &mut stopped => break,
         };
-        let _ = stream.set_nodelay(true);
-        let timeouts = {
+        let settings = {
             let cfg = app.config();
-            Timeouts {
+            Settings {
                 header: Duration::from_millis(cfg.server.header_read_timeout_ms),
                 keep_alive: Duration::from_millis(cfg.server.keep_alive_timeout_ms),
+                h2_streams: cfg.server.http2_max_concurrent_streams,
+                per_ip: cfg.server.max_connections_per_ip,
+                trusted: (!cfg.server.trusted_proxies.is_empty() && peers::is_trusted(&cfg.server.trusted_proxies, Some(peer)))
+                    .then(|| Arc::new(cfg.server.trusted_proxies.clone())),
             }
         };
-        tokio::spawn(connection(stream, router.clone(), timeouts, stop_conn.clone(), alive.clone()));
+        // A balancer's connections carry many clients: its requests are counted by the address they name.
+        let place = if settings.per_ip > 0 && settings.trusted.is_none() {
+            match peers.enter(peer, settings.per_ip) {
+                Some(place) => Some(place),
+                None => {
+                    tracing::debug!(%peer, cap = settings.per_ip, "connection closed: server.max_connections_per_ip reached");
+                    continue;
+                }
+            }
+        } else {
+            None
+        };
+        let _ = stream.set_nodelay(true);
+        let conn = Conn { peer, place, peers: peers.clone(), settings };
+        tokio::spawn(connection(stream, router.clone(), conn, stop_conn.clone(), alive.clone()));
     }
     drop(listener);
     drop(alive);
     let _ = all_closed.recv().await;
 }
 
-#[derive(Clone, Copy)]
-struct Timeouts {
+/// A connection's settings, read from the config when it was accepted.
+#[derive(Clone)]
+struct Settings {
     header: Duration,
     keep_alive: Duration,
+    h2_streams: u32,
+    per_ip: usize,
+    /// The trusted proxies, when this peer is one of them.
+    trusted: Option<Arc<Vec<peers::Cidr>>>,
 }
 
-/// Serve one connection until the client closes it, it idles past the
-/// keep-alive timeout, or the server stops.
+/// One accepted connection: its peer and the place it holds under the per-IP cap.
+struct Conn {
+    peer: std::net::IpAddr,
+    place: Option<peers::PeerPlace>,
+    peers: Arc<peers::Peers>,
+    settings: Settings,
+}
+
+/// Serve one connection until the client closes it, it has no request for
+/// the keep-alive timeout, or the server stops.
 async fn connection(
     stream: tokio::net::TcpStream,
     router: axum::Router,
-    timeouts: Timeouts,
+    conn: Conn,
     mut stop: tokio::sync::watch::Receiver<bool>,
     _alive: tokio::sync::mpsc::Sender<()>,
 ) {
     use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
     use hyper_util::server::conn::auto::Builder;
 
+    let Conn { peer, place: _place, peers, settings } = conn;
     // hyper's header timer starts with the first byte; a connection that
     // never sends one is closed after the same timeout (or at shutdown).
     let mut first = [0u8; 1];
     tokio::select! {
-        got = tokio::time::timeout(timeouts.header, stream.peek(&mut first)) => if got.is_err() { return },
+        got = tokio::time::timeout(settings.header, stream.peek(&mut first)) => if got.is_err() { return },
         _ = stop.wait_for(|s| *s) => return,
     }
     let mut builder = Builder::new(TokioExecutor::new());
-    builder.http1().timer(TokioTimer::new()).header_read_timeout(timeouts.header).max_buf_size(HEAD_BUFFER_BYTES);
-    builder.http2().timer(TokioTimer::new());
-    // The client's address, for the failed-authentication watch.
-    let peer = stream.peer_addr().ok().map(|a| a.ip());
+    builder.http1().timer(TokioTimer::new()).header_read_timeout(settings.header).max_buf_size(HEAD_BUFFER_BYTES);
+    builder.http2().timer(TokioTimer::new()).max_concurrent_streams(settings.h2_streams);
     let activity = Arc::new(idle::Activity::new());
-    let io = TokioIo::new(idle::Tracked::new(stream, activity.clone()));
-    let service = tower::ServiceExt::map_request(router, move |mut req: axum::http::Request<hyper::body::Incoming>| {
-        req.extensions_mut().insert(crate::auth::failures::ClientAddr(peer));
-        req
-    });
-    let conn = builder.serve_connection_with_upgrades(io, hyper_util::service::TowerToHyperService::new(service));
+    let io = TokioIo::new(stream);
+    let per_request = {
+        let activity = activity.clone();
+        let (per_ip, trusted) = (settings.per_ip, settings.trusted.clone());
+        tower::service_fn(move |mut req: axum::http::Request<hyper::body::Incoming>| {
+            let in_request = activity.begin();
+            // The client's address, for the failed-authentication watch: the
+            // peer's, or the one a trusted balancer forwarded.
+            let forwarded = trusted.as_deref().and_then(|t| peers::forwarded_client(t, req.headers()));
+            req.extensions_mut().insert(crate::auth::failures::ClientAddr(Some(forwarded.unwrap_or(peer))));
+            // Behind a balancer, a request counts against its client's address
+            // while it runs; over the cap, the auth layer refuses it (in the
+            // router, so that it gets a request id like any answer).
+            let place = match forwarded {
+                Some(ip) if per_ip > 0 => {
+                    let place = peers.enter(ip, per_ip);
+                    if place.is_none() {
+                        req.extensions_mut().insert(peers::Crowded { ip, cap: per_ip });
+                    }
+                    place
+                }
+                _ => None,
+            };
+            let router = router.clone();
+            async move {
+                let resp = tower::ServiceExt::oneshot(router, req).await?;
+                Ok::<_, std::convert::Infallible>(resp.map(|body| idle::Holding::new(body, (in_request, place))))
+            }
+        })
+    };
+    let conn = builder.serve_connection_with_upgrades(io, hyper_util::service::TowerToHyperService::new(per_request));
     tokio::pin!(conn);
     let mut closing = false;
+    // After an idle shutdown: an HTTP/2 client that does not answer the
+    // GOAWAY's PING would hold the connection open; with no request running
+    // after another timeout, it is dropped.
+    let mut drop_at: Option<tokio::time::Instant> = None;
     loop {
         tokio::select! {
             res = conn.as_mut() => {
@@ -189,12 +252,20 @@ async fn connection(
                 conn.as_mut().graceful_shutdown();
                 closing = true;
             }
-            () = tokio::time::sleep_until(activity.idle_deadline(timeouts.keep_alive)), if !closing => {
-                if activity.idle_for() >= timeouts.keep_alive {
-                    tracing::debug!(idle_ms = timeouts.keep_alive.as_millis() as u64, "closing an idle keep-alive connection");
+            () = tokio::time::sleep_until(activity.idle_deadline(settings.keep_alive)), if !closing => {
+                if activity.idle_for() >= settings.keep_alive {
+                    tracing::debug!(idle_ms = settings.keep_alive.as_millis() as u64, "closing an idle keep-alive connection");
                     conn.as_mut().graceful_shutdown();
                     closing = true;
+                    drop_at = Some(tokio::time::Instant::now() + settings.keep_alive);
                 }
+            }
+            () = tokio::time::sleep_until(drop_at.unwrap_or_else(tokio::time::Instant::now)), if drop_at.is_some() => {
+                if activity.idle_for() >= settings.keep_alive {
+                    tracing::debug!("dropping an idle connection that did not close after GOAWAY");
+                    return;
+                }
+                drop_at = Some(activity.idle_deadline(settings.keep_alive));
             }
         }
     }

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Overload: offer Gatehouse more chat requests than one core serves and see what admission control
-# (`chat.max_in_flight`, 503 `Server busy`) does to the answers it gives. The compare mock and oha on
-# core 0, a release build of Gatehouse with the benchmark's config on core 1; for each limit, oha
+# (`chat.max_in_flight`, 503 `Server busy`) does to the answers it gives. One key drives it, so its
+# per-key share is the whole host and the per-IP cap is off (see where the server starts). The compare
+# mock and oha on core 0, a release build of Gatehouse with the benchmark's config on core 1; for each limit, oha
 # offers RATE requests/s open-loop (latency from the scheduled send time, up to 3,000 connections)
 # with prompts of about PROMPT_BYTES of business prose, and the script prints answers per second,
 # latency of the 200s and of the 503s, peak RSS and CPU. Method and figures: docs/reliability.md
@@ -50,7 +51,11 @@ for limit in $limits; do
   port="$(free_port)"
   rm -rf "$work/data"
   "$compare" gatehouse-config "$port" "$mock_port" "$work/data" true > "$work/gatehouse.toml"
-  GATEHOUSE_CHAT__MAX_IN_FLIGHT="$limit" GATEHOUSE_BOOTSTRAP_ADMIN_KEY="$key" RUST_LOG=warn \
+  # One key from up to 3,000 connections on one address: its share is the whole host
+  # (chat.key_share = 1) and there is no per-IP cap (server.max_connections_per_ip = 0), so what is
+  # measured is the host-wide limit, as before fair admission (docs/decisions/fair-admission.md).
+  GATEHOUSE_CHAT__MAX_IN_FLIGHT="$limit" GATEHOUSE_CHAT__KEY_SHARE=1 GATEHOUSE_SERVER__MAX_CONNECTIONS_PER_IP=0 \
+    GATEHOUSE_BOOTSTRAP_ADMIN_KEY="$key" RUST_LOG=warn \
     taskset -c 1 "$bin" serve --config "$work/gatehouse.toml" >/dev/null 2>"$work/gatehouse-$limit.log" &
   gh=$!
   pids+=($gh)

@@ -302,3 +302,217 @@ async fn idle_keep_alive_connections_are_closed_but_slow_answers_are_not_cut() {
     assert_eq!(v["success"], true, "{v}");
     assert!(v["choices"][0]["message"]["content"].as_str().is_some_and(|t| !t.is_empty()), "{v}");
 }
+
+/// HTTP/2 frames by hand (prior knowledge): the preface, then frames of
+/// `type` on stream 0.
+mod h2_frames {
+    pub const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+    pub const SETTINGS: u8 = 0x4;
+    pub const PING: u8 = 0x6;
+    pub const GOAWAY: u8 = 0x7;
+
+    pub fn frame(kind: u8, flags: u8, payload: &[u8]) -> Vec<u8> {
+        let n = payload.len();
+        let mut f = vec![(n >> 16) as u8, (n >> 8) as u8, n as u8, kind, flags, 0, 0, 0, 0];
+        f.extend_from_slice(payload);
+        f
+    }
+
+    /// The frames in `buf` as (type, flags, payload); a partial last frame is left out.
+    pub fn parse(mut buf: &[u8]) -> Vec<(u8, u8, Vec<u8>)> {
+        let mut out = Vec::new();
+        while buf.len() >= 9 {
+            let n = (usize::from(buf[0]) << 16) | (usize::from(buf[1]) << 8) | usize::from(buf[2]);
+            if buf.len() < 9 + n {
+                break;
+            }
+            out.push((buf[3], buf[4], buf[9..9 + n].to_vec()));
+            buf = &buf[9 + n..];
+        }
+        out
+    }
+}
+
+/// Open an HTTP/2 (prior knowledge) connection that sends PINGs every 200 ms
+/// for up to 8 s and nothing else: when the server closed it (if it did) and
+/// the frames it sent.
+async fn only_pings(s: &Server) -> (Option<Duration>, Vec<(u8, u8, Vec<u8>)>) {
+    use h2_frames::*;
+    use tokio::io::AsyncReadExt;
+
+    let mut c = tokio::net::TcpStream::connect(raw_http::addr_of(&s.base_url)).await.expect("connect");
+    c.write_all(PREFACE).await.expect("preface");
+    c.write_all(&frame(SETTINGS, 0, &[])).await.expect("settings");
+    let (mut rd, mut wr) = c.into_split();
+    let pinger = tokio::spawn(async move {
+        for i in 0u64..40 {
+            if wr.write_all(&frame(PING, 0, &i.to_be_bytes())).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+        // Keep the write side open: closing it would end the connection from here.
+        std::future::pending::<()>().await;
+    });
+    let started = Instant::now();
+    let mut seen = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let closed = loop {
+        match tokio::time::timeout(Duration::from_secs(10), rd.read(&mut chunk)).await {
+            Ok(Ok(0)) | Ok(Err(_)) => break Some(started.elapsed()),
+            Ok(Ok(n)) => seen.extend_from_slice(&chunk[..n]),
+            Err(_) => break None,
+        }
+    };
+    pinger.abort();
+    (closed, parse(&seen))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_http2_connection_that_only_pings_is_closed_when_idle() {
+    use h2_frames::*;
+
+    let s = Server::builder().toml("[server]\nkeep_alive_timeout_ms = 1000\n").start();
+    let (closed, frames) = only_pings(&s).await;
+    assert!(frames.iter().any(|(t, flags, _)| *t == PING && flags & 1 == 1), "the server answered the pings: {frames:?}");
+    let closed = closed.expect("a connection that only pings was kept open");
+    assert!(closed < Duration::from_secs(6), "closed only after {closed:?}");
+    assert!(frames.iter().any(|(t, _, _)| *t == GOAWAY), "closed with GOAWAY: {frames:?}");
+    // Requests over HTTP/2 are served as before.
+    let h2 = reqwest::Client::builder().http2_prior_knowledge().build().expect("h2 client");
+    let r = h2.get(s.url("/health")).send().await.expect("h2 request");
+    assert_eq!(r.status(), 200);
+    assert_eq!(r.version(), reqwest::Version::HTTP_2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn http2_streams_per_connection_are_bounded_by_the_config() {
+    use h2_frames::*;
+
+    let s = Server::builder().toml("[server]\nkeep_alive_timeout_ms = 500\nhttp2_max_concurrent_streams = 7\n").start();
+    let (_, frames) = only_pings(&s).await;
+    // SETTINGS_MAX_CONCURRENT_STREAMS (0x3) is the configured bound.
+    let (_, _, settings) = frames.iter().find(|(t, flags, _)| *t == SETTINGS && flags & 1 == 0).expect("the server's SETTINGS");
+    let max_streams = settings.chunks(6).find(|p| p[..2] == [0, 3]).map(|p| u32::from_be_bytes([p[2], p[3], p[4], p[5]]));
+    assert_eq!(max_streams, Some(7), "{settings:?}");
+}
+
+/// A raw connection that sends nothing; `true` when the server closed it within `within`.
+async fn closed_within(c: &mut tokio::net::TcpStream, within: Duration) -> bool {
+    use tokio::io::AsyncReadExt;
+    let mut b = [0u8; 1];
+    matches!(tokio::time::timeout(within, c.read(&mut b)).await, Ok(Ok(0)) | Ok(Err(_)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn connections_per_address_are_capped_when_configured() {
+    let s = Server::builder().toml("[server]\nmax_connections_per_ip = 3\n").start();
+    let addr = raw_http::addr_of(&s.base_url);
+    let mut open = Vec::new();
+    for _ in 0..3 {
+        open.push(tokio::net::TcpStream::connect(&addr).await.expect("connect"));
+    }
+    let mut fourth = tokio::net::TcpStream::connect(&addr).await.expect("connect");
+    assert!(closed_within(&mut fourth, Duration::from_secs(3)).await, "a fourth connection from one address was kept");
+    for c in &mut open {
+        assert!(!closed_within(c, Duration::from_millis(100)).await, "a connection within the cap was closed");
+    }
+    // A closed connection frees its place.
+    drop(open.pop());
+    let started = Instant::now();
+    loop {
+        let r = raw_http::send(&s.base_url, &head("GET", "/health", &[]), Duration::from_secs(5)).await;
+        if r.status == Some(200) {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "the freed place was never given back: {r:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    // Forwarded addresses count only from a trusted proxy: here none is, so the header changes nothing.
+    let r = raw_http::send(&s.base_url, &head("GET", "/health", &["X-Forwarded-For: 198.51.100.1".into()]), Duration::from_secs(5)).await;
+    assert_eq!(r.status, Some(200), "{r:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_a_trusted_proxy_the_forwarded_address_is_the_one_capped() {
+    let s = Server::builder().toml("[server]\nmax_connections_per_ip = 2\ntrusted_proxies = [\"127.0.0.0/8\"]\n").start();
+    let addr = raw_http::addr_of(&s.base_url);
+    // The balancer's own connections are not capped.
+    let mut balancer = Vec::new();
+    for _ in 0..4 {
+        balancer.push(tokio::net::TcpStream::connect(&addr).await.expect("connect"));
+    }
+    for c in &mut balancer {
+        assert!(!closed_within(c, Duration::from_millis(100)).await, "the trusted balancer's connection was closed");
+    }
+    // One client behind it holds two requests (bodies that never come)…
+    let silent = |client: &str| {
+        head(
+            "POST",
+            "/chat/completions",
+            &[
+                format!("Authorization: Bearer {}", s.admin_key),
+                "Content-Type: application/json".into(),
+                "Content-Length: 100".into(),
+                format!("X-Forwarded-For: {client}, 127.0.0.1"),
+            ],
+        )
+    };
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let mut c = tokio::net::TcpStream::connect(&addr).await.expect("connect");
+        c.write_all(&silent("203.0.113.7")).await.expect("head");
+        held.push(c);
+    }
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    // …so its third is refused, in the route's format…
+    let r = raw_http::send(&s.base_url, &silent("203.0.113.7"), Duration::from_secs(5)).await;
+    assert_eq!(r.status, Some(503), "{r:?}");
+    assert_eq!(error_of("/chat/completions", &r), "Server busy");
+    assert!(r.json()["message"].as_str().expect("message").contains("server.max_connections_per_ip"), "{}", r.json());
+    let fwd = ["Forwarded: for=203.0.113.7".to_owned()];
+    let r = raw_http::send(&s.base_url, &head("GET", "/health", &fwd), Duration::from_secs(5)).await;
+    assert_eq!(r.status, Some(503), "the `Forwarded` header names the client too: {r:?}");
+    // …while another client behind the same balancer is served.
+    let r = raw_http::send(&s.base_url, &head("GET", "/health", &["X-Forwarded-For: 203.0.113.8".into()]), Duration::from_secs(5)).await;
+    assert_eq!(r.status, Some(200), "{r:?}");
+    drop(held);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn bytes_of_bodies_being_received_are_capped_host_wide() {
+    let s = Server::builder().toml("[server]\nmax_body_bytes = 307200\nmax_buffered_body_bytes = 400000\n").start();
+    let addr = raw_http::addr_of(&s.base_url);
+    let body_head = |len: usize| {
+        head(
+            "POST",
+            "/api/admin/users",
+            &[format!("Authorization: Bearer {}", s.admin_key), "Content-Type: application/json".into(), format!("Content-Length: {len}")],
+        )
+    };
+    // 300,000 bytes of a body arrive, its last byte never does.
+    let mut first = tokio::net::TcpStream::connect(&addr).await.expect("connect");
+    first.write_all(&body_head(300_001)).await.expect("head");
+    first.write_all(&vec![b' '; 300_000]).await.expect("body");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    // Another 200,000 would take the host past 400,000: 503 in the route's format.
+    let mut second = body_head(200_000);
+    second.extend_from_slice(&vec![b' '; 200_000]);
+    let r = raw_http::send(&s.base_url, &second, WITHIN).await;
+    assert_eq!(r.status, Some(503), "{r:?}");
+    assert_eq!(error_of("/api/admin/users", &r), "SERVER_BUSY");
+    assert!(r.json()["error"]["message"].as_str().expect("message").contains("server.max_buffered_body_bytes"), "{}", r.json());
+    assert_eq!(r.header("retry-after"), Some("1"));
+    // Once the first is gone, its bytes are given back.
+    drop(first);
+    let started = Instant::now();
+    loop {
+        let r = raw_http::send(&s.base_url, &second, WITHIN).await;
+        if r.status != Some(503) {
+            assert_eq!(r.status, Some(400), "the body arrived and was read as (bad) JSON: {r:?}");
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(5), "the first body's bytes were never given back");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -83,7 +83,8 @@ async fn the_in_flight_limit_follows_a_reload() {
     let s = Server::builder()
         .plugin(gatehouse_tests::plugins::OPEN_POLICY, "open.wasm")
         .toml(&format!(
-            "[policies]\ndefault = \"open\"\n[chat]\nmax_in_flight = 1\n[providers.openai]\nplugin = \"provider-openai\"\nbase_url = \"{}\"\n",
+            // One key drives the host here: its share is the whole host.
+            "[policies]\ndefault = \"open\"\n[chat]\nmax_in_flight = 1\nkey_share = 1.0\n[providers.openai]\nplugin = \"provider-openai\"\nbase_url = \"{}\"\n",
             mock.openai_base_url()
         ))
         .start();

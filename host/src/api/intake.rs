@@ -1,7 +1,8 @@
 //! What comes in, checked before any handler sees it: the path must decode to
-//! UTF-8, a chat request must get a place under `chat.max_in_flight`
-//! (`chat::admission`), and the body is read whole within a size cap and a
-//! deadline.
+//! UTF-8, a chat request must be admitted (`chat::admission`: the key's
+//! limits, a place under `chat.max_in_flight`, the key's share of bodies
+//! being received), and the body is read whole within a size cap, a
+//! deadline and the host-wide cap on bytes being received.
 //!
 //! Called by the authentication layer once the caller is known, so an
 //! anonymous client never gets its body read.
@@ -11,65 +12,132 @@
 //! 413 before a byte of the body is read; a chunked body is counted as it
 //! arrives and refused the moment it passes the cap. A client that trickles
 //! its body (slowloris) gets 408 when `server.body_read_timeout_ms` has passed
-//! since its headers arrived. Both answers use the route's error format.
+//! since its headers arrived. A body that would take the bytes being
+//! received by all connections past `server.max_buffered_body_bytes` gets
+//! 503 `Server busy`. All answers use the route's error format. A chat body
+//! that times out or breaks off is charged to its key (`admission::abandoned`).
 
 use std::time::Duration;
 
-use axum::body::Body;
+use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::http::{StatusCode, header};
-use axum::response::{IntoResponse, Response};
-use http_body_util::{BodyExt, LengthLimitError, Limited};
+use axum::response::Response;
+use http_body_util::BodyExt;
 
 use super::error::ErrorFormat;
 use crate::app::AppState;
+use crate::auth::AuthContext;
+use crate::chat::admission;
 
-/// Check the path, admit a chat request, then buffer the body under the cap
+/// Check the path, admit a chat request, then buffer the body under the caps
 /// and the deadline: the request to serve, or the answer that refuses it.
 /// Called by the authentication layer (`auth::layer`) once the caller is known.
 pub async fn take(app: &AppState, mut req: Request) -> Result<Request, Response> {
-    let (max, timeout) = {
+    let (max, timeout, buffered_max) = {
         let cfg = app.config();
-        (cfg.server.max_body_bytes, Duration::from_millis(cfg.server.body_read_timeout_ms))
+        (cfg.server.max_body_bytes, Duration::from_millis(cfg.server.body_read_timeout_ms), cfg.server.max_buffered_body_bytes)
     };
     let format = ErrorFormat::for_path(req.uri().path());
     if percent_encoding::percent_decode_str(req.uri().path()).decode_utf8().is_err() {
         return Err(format.error(StatusCode::BAD_REQUEST, "the path is not valid UTF-8 once percent-decoded"));
     }
-    // Load shedding first (chat routes): a refused body is never read.
-    match crate::chat::admission::admit(app, req.uri().path()) {
-        Ok(Some(slot)) => {
-            req.extensions_mut().insert(slot);
-        }
-        Ok(None) => {}
-        Err(busy) => return Err(busy.into_response()),
-    }
+    // Admission first (chat routes): a refused body is never read.
+    let admitted = admission::admit(app, req.uri().path(), req.extensions().get::<AuthContext>()).await?;
     let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > max as u64) {
         return Err(too_large(format, max));
     }
+    let Some(admit) = admitted else {
+        return read(app, req, format, max, timeout, buffered_max).await.map_err(|(resp, _)| resp);
+    };
+    let ctx = req.extensions().get::<AuthContext>().cloned();
+    let admission::Admit { slot, body, load } = admit;
+    req.extensions_mut().insert(slot);
+    let result = read(app, req, format, max, timeout, buffered_max).await;
+    // The body has arrived (or not): its place among the key's bodies is free.
+    drop(body);
+    match result {
+        Ok(req) => Ok(req),
+        Err((resp, abandoned)) => {
+            if let (Some(why), Some(ctx)) = (abandoned, ctx) {
+                admission::abandoned(app, &ctx, &load, why).await;
+            }
+            Err(resp)
+        }
+    }
+}
+
+/// Buffer the body: the request with its body in memory, or the refusal and,
+/// when the client abandoned the body, why.
+async fn read(
+    app: &AppState,
+    req: Request,
+    format: ErrorFormat,
+    max: usize,
+    timeout: Duration,
+    buffered_max: usize,
+) -> Result<Request, (Response, Option<&'static str>)> {
     if axum::body::HttpBody::size_hint(req.body()).exact() == Some(0) {
         return Ok(req);
     }
-    let (parts, body) = req.into_parts();
-    let bytes = match tokio::time::timeout(timeout, Limited::new(body, max).collect()).await {
-        Ok(Ok(collected)) => collected.to_bytes(),
-        Ok(Err(e)) if e.downcast_ref::<LengthLimitError>().is_some() => return Err(too_large(format, max)),
+    let (parts, mut body) = req.into_parts();
+    let mut receiving = app.admission.receiving();
+    let collect = async {
+        let mut chunks: Vec<Bytes> = Vec::new();
+        let mut len = 0usize;
+        while let Some(frame) = body.frame().await {
+            let Ok(data) = frame?.into_data() else { continue };
+            len += data.len();
+            if len > max {
+                return Ok(Err(too_large(format, max)));
+            }
+            if !receiving.add(data.len(), buffered_max) {
+                tracing::warn!(buffered_max, "request body refused: server.max_buffered_body_bytes are being received");
+                let message = format!(
+                    "the gateway is receiving its limit of {buffered_max} bytes of request bodies at once \
+                     (server.max_buffered_body_bytes); retry after {} s",
+                    admission::RETRY_AFTER_SECS
+                );
+                return Ok(Err(format.busy(&message, admission::RETRY_AFTER_SECS)));
+            }
+            chunks.push(data);
+        }
+        Ok::<_, axum::Error>(Ok(join(chunks, len)))
+    };
+    match tokio::time::timeout(timeout, collect).await {
+        Ok(Ok(Ok(bytes))) => Ok(Request::from_parts(parts, Body::from(bytes))),
+        Ok(Ok(Err(refused))) => Err((refused, None)),
         Ok(Err(e)) => {
             tracing::debug!(error = %e, "request body could not be read");
-            return Err(format.error(
-                StatusCode::BAD_REQUEST,
-                "the request body could not be read (the connection broke or the chunked encoding is invalid)",
-            ));
+            Err((
+                format.error(
+                    StatusCode::BAD_REQUEST,
+                    "the request body could not be read (the connection broke or the chunked encoding is invalid)",
+                ),
+                Some("cut off"),
+            ))
         }
-        Err(_) => {
-            return Err(format.error(
+        Err(_) => Err((
+            format.error(
                 StatusCode::REQUEST_TIMEOUT,
                 &format!("the request body did not arrive within {} ms; send it in one go", timeout.as_millis()),
-            ));
-        }
-    };
-    Ok(Request::from_parts(parts, Body::from(bytes)))
+            ),
+            Some("timed out"),
+        )),
+    }
+}
+
+/// One buffer of the chunks (no copy for the usual single chunk).
+fn join(mut chunks: Vec<Bytes>, len: usize) -> Bytes {
+    if chunks.len() == 1 {
+        return chunks.pop().unwrap_or_default();
+    }
+    let mut all = Vec::with_capacity(len);
+    for c in &chunks {
+        all.extend_from_slice(c);
+    }
+    Bytes::from(all)
 }
 
 fn too_large(format: ErrorFormat, max: usize) -> Response {

@@ -138,6 +138,17 @@ pub struct Exceeded {
     pub first: bool,
 }
 
+/// What [`Limiter::apply`] does besides deciding.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Mode {
+    /// Count an allowed request in every window.
+    Count,
+    /// Count nothing.
+    Peek,
+    /// Count in the minute and hour windows only, and decide nothing.
+    RatesOnly,
+}
+
 /// Per-key counters for both bucket sets.
 pub struct Limiter {
     store: Arc<dyn Store>,
@@ -186,6 +197,26 @@ impl Limiter {
 
     /// Check and (if allowed) count one request.
     pub fn check(&self, set: BucketSet, key_id: &str, limits: RateLimits, now: DateTime<Utc>) -> Decision {
+        self.apply(set, key_id, limits, now, Mode::Count)
+    }
+
+    /// The decision [`Limiter::check`] would make, counting nothing: the
+    /// pre-check on a request's headers, so that a key over a limit is
+    /// refused before its body is read. A refusal is reported (`first`) as
+    /// `check`'s would be, once per window.
+    pub fn peek(&self, set: BucketSet, key_id: &str, limits: RateLimits, now: DateTime<Utc>) -> Decision {
+        self.apply(set, key_id, limits, now, Mode::Peek)
+    }
+
+    /// Count one request in the per-minute and per-hour windows only, over
+    /// their limits or not: a request body its client abandoned held a place
+    /// without doing work, so it costs rate but no quota.
+    pub fn count_rates(&self, set: BucketSet, key_id: &str, now: DateTime<Utc>) {
+        let unlimited = RateLimits { per_minute: u64::MAX, per_hour: u64::MAX, per_day: u64::MAX, per_month: u64::MAX };
+        self.apply(set, key_id, unlimited, now, Mode::RatesOnly);
+    }
+
+    fn apply(&self, set: BucketSet, key_id: &str, limits: RateLimits, now: DateTime<Utc>, mode: Mode) -> Decision {
         let bounds = Window::ALL.map(|w| w.bounds(now));
         let mut map = self.counters.lock().unwrap_or_else(|p| p.into_inner());
         if !map.contains_key(key_id) {
@@ -215,6 +246,11 @@ impl Limiter {
                 buckets.counters[*i].count = buckets.counters[*i].count.max(n);
             }
         }
+        if mode == Mode::RatesOnly {
+            buckets.counters[0].count += 1;
+            buckets.counters[1].count += 1;
+            return Decision { allowed: true, limit: 0, remaining: 0, reset: 0, exceeded: None };
+        }
         // Any window at its limit rejects; report the one that resets last.
         let exceeded = Window::ALL.into_iter().enumerate().rev().find(|(i, w)| buckets.counters[*i].count >= w.limit(&limits));
         if let Some((i, w)) = exceeded {
@@ -238,7 +274,9 @@ impl Limiter {
         let mut tightest: Option<(u64, u64, i64)> = None;
         for (i, w) in Window::ALL.into_iter().enumerate() {
             let c = &mut buckets.counters[i];
-            c.count += 1;
+            if mode == Mode::Count {
+                c.count += 1;
+            }
             let limit = w.limit(&limits);
             let remaining = limit.saturating_sub(c.count);
             if tightest.is_none_or(|(_, r, _)| remaining < r) {
@@ -246,7 +284,9 @@ impl Limiter {
             }
         }
         // The day and month counts ride along with the next group commit.
-        self.store.count_quota(key_id, &buckets.persisted);
+        if mode == Mode::Count {
+            self.store.count_quota(key_id, &buckets.persisted);
+        }
         drop(map);
         let (limit, remaining, reset) = tightest.unwrap_or((0, 0, 0));
         Decision { allowed: true, limit, remaining, reset, exceeded: None }
@@ -306,6 +346,29 @@ mod tests {
         let both = RateLimits { per_minute: 1, ..tight };
         let last = l.check(BucketSet::Chat, "k1", both, t + Duration::seconds(63)).exceeded.expect("minute and day");
         assert_eq!(last.window, Window::Day, "of two windows over their limits, the one that resets last is reported");
+    }
+
+    #[test]
+    fn a_peek_counts_nothing_and_abandoned_bodies_count_in_minute_and_hour_only() {
+        let (_dir, l) = limiter();
+        let limits = RateLimits { per_minute: 3, per_hour: 100, per_day: 3, per_month: 1000 };
+        let t = Utc.with_ymd_and_hms(2026, 11, 25, 10, 0, 10).single().expect("time");
+        for _ in 0..5 {
+            let d = l.peek(BucketSet::Chat, "k1", limits, t);
+            assert!(d.allowed);
+            assert_eq!(d.remaining, 3, "a peek counts nothing");
+        }
+        l.count_rates(BucketSet::Chat, "k1", t);
+        l.count_rates(BucketSet::Chat, "k1", t);
+        assert_eq!(l.peek(BucketSet::Chat, "k1", limits, t).remaining, 1, "two abandoned bodies in the minute");
+        assert!(l.check(BucketSet::Chat, "k1", limits, t).allowed);
+        let refused = l.peek(BucketSet::Chat, "k1", limits, t).exceeded.expect("the minute is full");
+        assert_eq!(refused.window, Window::Minute, "the day holds one request, not three");
+        assert!(refused.first, "a peek reports the first refusal");
+        assert!(!l.check(BucketSet::Chat, "k1", limits, t).exceeded.expect("still full").first, "once per window");
+        // Next minute: the day quota was charged for the one served request only.
+        let later = t + Duration::seconds(60);
+        assert_eq!(l.check(BucketSet::Chat, "k1", limits, later).remaining, 1, "day: 3 - 2 served");
     }
 
     #[test]

@@ -49,6 +49,10 @@ impl AuthContext {
 /// (`api::intake`: admission, size cap, read deadline) — one layer for both,
 /// in that order, so an anonymous client never gets its body read.
 pub async fn layer(State(app): State<AppState>, mut req: Request, next: Next) -> Response {
+    // A forwarded client over `server.max_connections_per_ip` (`server::peers`).
+    if let Some(crowded) = req.extensions().get::<crate::server::peers::Crowded>() {
+        return crowded.refusal(req.uri().path());
+    }
     if req.uri().path() == METRICS_ROUTE && presents_scrape_key(&app, &req) {
         req.extensions_mut().insert(ScrapeAccess);
     } else if !is_public(req.uri().path()) {

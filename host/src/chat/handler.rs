@@ -1,5 +1,7 @@
-//! `POST /chat/completions`: idempotency → limits → validation → policy →
-//! model chain → usage, events and idempotency record in one commit.
+//! `POST /chat/completions`: idempotency → limits → the key's share of the
+//! places in flight → validation → policy → model chain → usage, events and
+//! idempotency record in one commit. (What comes before the body is read is
+//! in `chat::admission`.)
 
 use std::sync::Arc;
 
@@ -111,7 +113,8 @@ impl Reply {
         (status = 403, description = "`Access denied`: key permissions, policy, Prompt Shield or DLP", body = crate::api::error::FlatError),
         (status = 409, description = "`Request in progress`: the same `Idempotency-Key` is still running", body = crate::api::error::FlatError),
         (status = 422, description = "`Idempotency key reuse` with a different body", body = crate::api::error::FlatError),
-        (status = 429, description = "`Rate limit exceeded` (`Retry-After`), or `All model attempts failed` when every attempt was rate-limited",
+        (status = 429, description = "`Rate limit exceeded` (`Retry-After`): a rate limit or quota, or the key's concurrency cap \
+                                      (`chat.key_share`); or `All model attempts failed` when every attempt was rate-limited",
          body = crate::api::error::FlatError),
         (status = 502, description = "`All model attempts failed`: the failover chain is exhausted; `attempts` lists each",
          body = crate::api::error::FlatError),
@@ -157,9 +160,25 @@ pub async fn serve(app: AppState, ctx: AuthContext, slot: Slot, headers: HeaderM
         Err(e) => return format.error_response(e),
     };
     let limits = effective(cfg.limits.chat, &ctx.key.limits);
-    let decision = app.limiter.check(BucketSet::Chat, &ctx.key.id, limits, Utc::now());
+    let share = super::admission::key_share(&cfg.chat);
     let defaults = TimeoutDefaults { timeout_ms: cfg.chat.timeout_ms, first_token_timeout_ms: cfg.chat.first_token_timeout_ms };
     drop(cfg);
+    // The limiter counts, then the key takes its place in flight. A key at
+    // its share is refused uncounted, so its place is taken first and the
+    // limiter only peeks when it is refused (a key over a rate limit too
+    // gets that limit's 429, as the limiter comes first).
+    let (slot, decision) = match slot.enter_key(share) {
+        Ok(slot) => (slot, app.limiter.check(BucketSet::Chat, &ctx.key.id, limits, Utc::now())),
+        Err(slot) => {
+            let decision = app.limiter.peek(BucketSet::Chat, &ctx.key.id, limits, Utc::now());
+            if decision.allowed {
+                let load = app.admission.key(&ctx.key.id);
+                let holding = format!("{share} chat requests in flight");
+                return super::admission::over_share(&app, &ctx, &load, format, &holding, share, &decision, guard).await;
+            }
+            (slot, decision)
+        }
+    };
     if !decision.allowed {
         let (events, audit) = limit_reached(&ctx, &decision);
         let mut reply = Reply::error(format, rate_limit_error(&decision), events);

@@ -109,7 +109,7 @@ pub fn parse(body: &[u8], defaults: TimeoutDefaults) -> Result<(ChatParams, Form
         (status = 403, description = "Access denied", body = crate::api::error::OpenAiError),
         (status = 409, description = "The same `Idempotency-Key` is still running", body = crate::api::error::OpenAiError),
         (status = 422, description = "`Idempotency-Key` reused with a different body", body = crate::api::error::OpenAiError),
-        (status = 429, description = "Rate limit, or every attempt was rate-limited", body = crate::api::error::OpenAiError),
+        (status = 429, description = "Rate limit, quota or the key's concurrency cap, or every attempt was rate-limited", body = crate::api::error::OpenAiError),
         (status = 502, description = "The failover chain is exhausted", body = crate::api::error::OpenAiError),
         (status = 503, description = "`server_busy`: `chat.max_in_flight` requests are being served; retry after `Retry-After` seconds",
          body = crate::api::error::OpenAiError),

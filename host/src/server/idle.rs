@@ -1,27 +1,31 @@
-//! Traffic tracking for the keep-alive idle timeout: a connection's stream
-//! notes the time of its last read or write; the connection task shuts the
-//! connection down once nothing has moved for the timeout.
+//! Activity for the keep-alive idle timeout: only requests count. A request
+//! is active from its arrival until its response body has been sent (or
+//! dropped); the connection is idle when none is active, counted from when
+//! the last one ended. Bytes on the wire do not count, so an HTTP/2 client
+//! that only sends PINGs (which the server answers) or SETTINGS is closed
+//! like a silent one.
 
-use std::io;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
-use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use hyper::body::{Body, Frame, SizeHint};
 use tokio::time::Instant;
 
-/// When a connection last carried bytes, in milliseconds since it opened.
+/// One connection's requests: how many are active, and when the last ended
+/// (milliseconds since the connection opened).
 #[derive(Debug)]
 pub struct Activity {
     opened: Instant,
     last_ms: AtomicU64,
+    active: AtomicUsize,
 }
 
 impl Activity {
     pub fn new() -> Self {
-        Activity { opened: Instant::now(), last_ms: AtomicU64::new(0) }
+        Activity { opened: Instant::now(), last_ms: AtomicU64::new(0), active: AtomicUsize::new(0) }
     }
 
     fn touch(&self) {
@@ -32,99 +36,97 @@ impl Activity {
         self.opened + Duration::from_millis(self.last_ms.load(Ordering::Relaxed))
     }
 
-    /// How long the connection has carried nothing.
+    /// A request arrived; it is active until the returned guard is dropped.
+    pub fn begin(self: &Arc<Self>) -> InRequest {
+        self.active.fetch_add(1, Ordering::AcqRel);
+        self.touch();
+        InRequest { activity: Arc::clone(self) }
+    }
+
+    /// How long the connection has had no request.
     pub fn idle_for(&self) -> Duration {
+        if self.active.load(Ordering::Acquire) > 0 {
+            return Duration::ZERO;
+        }
         Instant::now().saturating_duration_since(self.last())
     }
 
-    /// When the connection will have idled for `timeout` if nothing moves before.
+    /// When the connection will have idled for `timeout` if no request comes
+    /// (while one is active, a timeout from now: checked again then).
     pub fn idle_deadline(&self, timeout: Duration) -> Instant {
+        if self.active.load(Ordering::Acquire) > 0 {
+            return Instant::now() + timeout;
+        }
         self.last() + timeout
     }
 }
 
-/// A stream that records its traffic in an [`Activity`].
-pub struct Tracked<T> {
-    inner: T,
+/// An active request; dropped when its response has been sent.
+#[derive(Debug)]
+pub struct InRequest {
     activity: Arc<Activity>,
 }
 
-impl<T> Tracked<T> {
-    pub fn new(inner: T, activity: Arc<Activity>) -> Self {
-        Tracked { inner, activity }
+impl Drop for InRequest {
+    fn drop(&mut self) {
+        // Touch first: the connection idles from now, not from the request's start.
+        self.activity.touch();
+        self.activity.active.fetch_sub(1, Ordering::AcqRel);
     }
 }
 
-impl<T: AsyncRead + Unpin> AsyncRead for Tracked<T> {
-    fn poll_read(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &mut ReadBuf<'_>) -> Poll<io::Result<()>> {
-        let before = buf.filled().len();
-        let res = Pin::new(&mut self.inner).poll_read(cx, buf);
-        if matches!(res, Poll::Ready(Ok(()))) && buf.filled().len() > before {
-            self.activity.touch();
-        }
-        res
+/// A response body that holds `guard` until hyper has sent its end (or
+/// dropped it, for a reset stream or a closed connection).
+pub struct Holding<B, G> {
+    inner: B,
+    _guard: G,
+}
+
+impl<B, G> Holding<B, G> {
+    pub fn new(inner: B, guard: G) -> Self {
+        Holding { inner, _guard: guard }
     }
 }
 
-impl<T: AsyncWrite + Unpin> AsyncWrite for Tracked<T> {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
-        let res = Pin::new(&mut self.inner).poll_write(cx, buf);
-        if matches!(res, Poll::Ready(Ok(n)) if n > 0) {
-            self.activity.touch();
-        }
-        res
+impl<B: Body + Unpin, G: Unpin> Body for Holding<B, G> {
+    type Data = B::Data;
+    type Error = B::Error;
+
+    fn poll_frame(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Result<Frame<Self::Data>, Self::Error>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
     }
 
-    fn poll_write_vectored(mut self: Pin<&mut Self>, cx: &mut Context<'_>, bufs: &[io::IoSlice<'_>]) -> Poll<io::Result<usize>> {
-        let res = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
-        if matches!(res, Poll::Ready(Ok(n)) if n > 0) {
-            self.activity.touch();
-        }
-        res
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
     }
 
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
     }
 }
 
 #[cfg(test)]
 mod tests {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-
     use super::*;
 
     #[tokio::test(start_paused = true)]
-    async fn reads_and_writes_move_the_deadline_and_silence_does_not() {
+    async fn requests_move_the_deadline_and_nothing_else_does() {
         let activity = Arc::new(Activity::new());
-        let (a, mut b) = tokio::io::duplex(64);
-        let mut tracked = Tracked::new(a, activity.clone());
         let timeout = Duration::from_secs(10);
         let opened = activity.idle_deadline(timeout);
 
         tokio::time::advance(Duration::from_secs(4)).await;
-        assert_eq!(activity.idle_deadline(timeout), opened, "nothing moved yet");
+        assert_eq!(activity.idle_deadline(timeout), opened, "nothing happened yet");
         assert!(activity.idle_for() >= Duration::from_secs(4));
 
-        b.write_all(b"GET").await.expect("write");
-        let mut buf = [0u8; 3];
-        tracked.read_exact(&mut buf).await.expect("read");
-        assert!(activity.idle_deadline(timeout) >= opened + Duration::from_secs(4), "a read counts");
-        assert_eq!(activity.idle_for(), Duration::ZERO);
-
-        tokio::time::advance(Duration::from_secs(3)).await;
-        tracked.write_all(b"200").await.expect("write");
-        assert_eq!(activity.idle_for(), Duration::ZERO, "a write counts");
+        let request = activity.begin();
+        tokio::time::advance(Duration::from_secs(30)).await;
+        assert_eq!(activity.idle_for(), Duration::ZERO, "a request running longer than the timeout keeps it open");
+        assert!(activity.idle_deadline(timeout) > Instant::now(), "the deadline moves with a running request");
+        drop(request);
+        assert_eq!(activity.idle_for(), Duration::ZERO, "idle from the end of the request");
 
         tokio::time::advance(Duration::from_secs(11)).await;
-        assert!(activity.idle_for() >= timeout, "silence does not");
+        assert!(activity.idle_for() >= timeout, "silence (or pings) does not count");
     }
 }
