@@ -662,6 +662,18 @@ mod tests {
     }
 
     #[test]
+    fn a_policy_check_needs_no_model_or_index_but_checks_what_it_gets() {
+        let check = |v: Value| parse_check(v.to_string().as_bytes(), D);
+        let r = check(json!({"prompt": "hi"})).expect("valid");
+        assert_eq!((r.index.as_str(), r.chain.len()), (ZERO_KNOWLEDGE, 0));
+        assert_eq!(check(json!({"prompt": "hi", "model": "echo/x", "index": "docs"})).expect("valid").chain.len(), 1);
+        assert!(check(json!({"prompt": "hi", "model": "no-slash"})).is_err(), "a model given is validated");
+        assert!(check(json!({"prompt": "hi", "fallback_models": ["echo/x"]})).is_err(), "fallbacks need a model");
+        assert!(check(json!({"prompt": "hi", "redundancy": {"on": ["never"]}})).is_err(), "the rest is validated as for chat");
+        assert!(p(json!({"prompt": "hi", "index": "Zero-Knowledge"})).is_err(), "chat still needs a model");
+    }
+
+    #[test]
     fn passthrough_fields_are_kept() {
         let r = p(json!({"index":"Zero-Knowledge","model":"a/1","prompt":"x","tools":[{"type":"function"}],"stop":"END"})).expect("valid");
         assert!(r.extra.contains_key("tools"));
