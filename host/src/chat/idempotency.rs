@@ -1,4 +1,4 @@
-//! `Idempotency-Key` on the chat routes (DECISIONS.md "Idempotency").
+//! `Idempotency-Key` on the chat routes (docs/decisions/idempotency.md).
 //!
 //! Scope: per API key and route ([`Route`]): the same key on the Gatehouse
 //! route and on the OpenAI route names two requests, each answered in its
