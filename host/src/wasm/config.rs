@@ -24,6 +24,13 @@ pub struct PluginsConfig {
     pub epoch_tick_ms: u64,
     /// Debounce of the folder watcher.
     pub reload_debounce_ms: u64,
+    /// Largest component file the watched folder reads; a bigger one is
+    /// refused unread (and audited).
+    pub max_component_mb: u64,
+    /// Built-in security policies (`internal`, `public`, `confidential`) a
+    /// watched-folder file may replace, by name. Empty by default: a file
+    /// declaring one of those names is refused.
+    pub allow_policy_overrides: Vec<String>,
     /// Per-plugin settings by plugin name.
     pub settings: BTreeMap<String, PluginSettings>,
 }
@@ -37,6 +44,8 @@ impl Default for PluginsConfig {
             memory_limit_mb: 64,
             epoch_tick_ms: 5,
             reload_debounce_ms: 100,
+            max_component_mb: 64,
+            allow_policy_overrides: Vec::new(),
             settings: BTreeMap::new(),
         }
     }
@@ -74,6 +83,11 @@ impl Default for PluginSettings {
 impl PluginsConfig {
     pub fn watched_dir(&self, data_dir: &std::path::Path) -> PathBuf {
         self.dir.clone().unwrap_or_else(|| data_dir.join("plugins"))
+    }
+
+    /// `max_component_mb` in bytes.
+    pub fn max_component_bytes(&self) -> u64 {
+        self.max_component_mb.saturating_mul(1024 * 1024)
     }
 
     pub fn cache_dir(&self) -> Option<PathBuf> {
