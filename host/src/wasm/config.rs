@@ -9,9 +9,11 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PluginsConfig {
-    /// Watched folder; `*.wasm` files here add plugins or override bundled
-    /// ones by name. Default `<data_dir>/plugins`. Not recursive; `*.tmp` and
-    /// dot-files are ignored (write under such a name, then rename).
+    /// Watched folder; regular `*.wasm` files here add plugins or override
+    /// bundled ones by name (built-in policies only when
+    /// `allow_policy_overrides` names them). Default `<data_dir>/plugins`. Not
+    /// recursive; `*.tmp` and dot-files are ignored (write under such a name,
+    /// then rename); links and near-miss names are refused (`super::folder`).
     pub dir: Option<PathBuf>,
     /// Compiled-artifact cache. Default `$XDG_CACHE_HOME/gatehouse` or
     /// `~/.cache/gatehouse`; a missing or unwritable cache only costs a recompile.

@@ -19,7 +19,7 @@ use crate::auth::Admin;
 )]
 pub async fn list(State(app): State<AppState>, Admin(_): Admin) -> Result<Json<Value>, AdminError> {
     Ok(ok(json!({
-        "watchedDir": app.plugins.watched_dir().display().to_string(),
+        "watchedDir": crate::wasm::folder::shown_path(app.plugins.watched_dir()),
         "plugins": app.plugins.list(),
         "files": app.plugins.files(),
     })))
