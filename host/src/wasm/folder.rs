@@ -307,7 +307,7 @@ impl<P: Offer> Folder<P> {
             let refusal = near_miss.or_else(|| refuse_unread(&meta, rules.max_bytes));
             if let Some(why) = refusal {
                 state.sha256 = None;
-                state.size = meta.file_type().is_file().then(|| meta.len());
+                state.size = meta.file_type().is_file().then_some(meta.len());
                 state.check_error = Some(why);
                 continue;
             }
@@ -418,10 +418,10 @@ impl<P: Offer> Folder<P> {
             let now = state.error().map(str::to_owned);
             if now.is_some() && now != state.reported {
                 let mut message = format!("{} {}", shown(file), now.as_deref().unwrap_or_default());
-                if let (Some(_), Some(p)) = (&state.check_error, &state.offered) {
-                    if self.served.get(p.name()).is_some_and(|(f, _)| f == file) {
-                        message.push_str(&format!("; its previous version of {} keeps serving", p.name()));
-                    }
+                if let (Some(_), Some(p)) = (&state.check_error, &state.offered)
+                    && self.served.get(p.name()).is_some_and(|(f, _)| f == file)
+                {
+                    message.push_str(&format!("; its previous version of {} keeps serving", p.name()));
                 }
                 refused.push(Change {
                     action: PluginAction::Failed,
@@ -606,7 +606,7 @@ mod tests {
             brief(&r),
             vec![change("loaded", "alpha", "a.wasm", "alpha from a.wasm"), change("loaded", "beta", "b.wasm", "beta from b.wasm")]
         );
-        let r = f.scan(&rules(), |b, p| fake(b, p));
+        let r = f.scan(&rules(), fake);
         assert_eq!((r.reads, r.changed, r.changes.len()), (0, false, 0), "nothing changed, nothing read");
         // A new mtime with the same bytes: read and hashed, not loaded again.
         let file = std::fs::File::options().write(true).open(dir.path().join("a.wasm")).expect("open");
