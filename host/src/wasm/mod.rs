@@ -314,8 +314,11 @@ impl PluginRuntime {
             self.current.store(Arc::new(Registry { plugins }));
         }
         drop(folder);
-        for c in report.changes {
+        for mut c in report.changes {
             let source = folder::shown_path(&self.dir.join(&c.file));
+            if let (PluginAction::Loaded | PluginAction::Reloaded, Some(p)) = (c.action, &c.version) {
+                c.message.push_str(&format!(" (version {})", folder::shown_text(&p.version)));
+            }
             self.events.event(PluginEvent {
                 action: c.action,
                 plugin: c.plugin,
