@@ -34,11 +34,12 @@ fn main() {
     // copied away before the next build overwrites it.
     let base = ws.join("target").join("plugins-test");
     let built = |name: &str| base.join("wasm32-wasip2/release").join(format!("{name}.wasm"));
-    cargo_build(&root, &base, &["-p", "reload-a", "-p", "reload-b", "-p", "open-policy", "-p", "echo-override"]);
+    cargo_build(&root, &base, &["-p", "reload-a", "-p", "reload-b", "-p", "open-policy", "-p", "echo-override", "-p", "internal-override"]);
     println!("cargo:rustc-env=TEST_PLUGIN_OPEN_POLICY={}", built("open_policy").display());
     println!("cargo:rustc-env=TEST_PLUGIN_RELOAD_A={}", built("reload_a").display());
     println!("cargo:rustc-env=TEST_PLUGIN_RELOAD_B={}", built("reload_b").display());
     println!("cargo:rustc-env=TEST_PLUGIN_ECHO_OVERRIDE={}", built("echo_override").display());
+    println!("cargo:rustc-env=TEST_PLUGIN_INTERNAL_OVERRIDE={}", built("internal_override").display());
     for fault in ["trap", "spin", "memory", "recursion", "huge", "escape", "malformed"] {
         cargo_build(&root, &base, &["-p", "bad-plugins", "--features", fault]);
         let dest = base.join(format!("bad-{fault}.wasm"));

@@ -94,6 +94,8 @@ pub struct Metrics {
     pub plugin_call_duration: Family<PluginLabel, Histogram>,
     pub plugin_faults: Family<PluginLabel, Counter>,
     pub plugin_reloads: Family<OutcomeLabel, Counter>,
+    /// Scans of the watched plugin folder (one per debounced change, none while idle).
+    pub plugin_scans: Counter,
     pub webhook_queue_depth: Gauge,
     pub provider_sessions: Gauge,
     pub chat_in_flight: Gauge,
@@ -123,6 +125,7 @@ impl Metrics {
             Family::<PluginLabel, Histogram>::new_with_constructor(|| Histogram::new(latency_buckets()) as Histogram);
         let plugin_faults = Family::<PluginLabel, Counter>::default();
         let plugin_reloads = Family::<OutcomeLabel, Counter>::default();
+        let plugin_scans = Counter::default();
         let webhook_queue_depth = Gauge::default();
         let provider_sessions = Gauge::default();
         let chat_in_flight = Gauge::default();
@@ -152,6 +155,7 @@ impl Metrics {
         );
         registry.register("plugin_faults", "Plugin calls that trapped, ran out of time or memory, by plugin", plugin_faults.clone());
         registry.register("plugin_reloads", "Plugin loads and reloads by outcome", plugin_reloads.clone());
+        registry.register("plugin_scans", "Scans of the watched plugin folder", plugin_scans.clone());
         registry.register("webhook_queue_depth", "Webhook deliveries waiting", webhook_queue_depth.clone());
         registry.register(
             "plugin_provider_sessions",
@@ -203,6 +207,7 @@ impl Metrics {
             plugin_call_duration,
             plugin_faults,
             plugin_reloads,
+            plugin_scans,
             webhook_queue_depth,
             provider_sessions,
             chat_in_flight,

@@ -7,7 +7,9 @@
 //! models that name metric series), the metrics scrape key,
 //! knowledge bases, policies, limits, chat timeouts, webhook settings, and
 //! plugin grants and limits (outbound hosts, read-only folders, call timeout,
-//! memory cap up to its value at start), which apply from each plugin's next call.
+//! memory cap up to its value at start), which apply from each plugin's next call,
+//! and the watched plugin folder's rules (`max_component_mb`,
+//! `allow_policy_overrides`), applied by a rescan of the folder.
 //! `listen` and `data_dir` need a restart; a change to them is reported and ignored.
 
 use std::path::{Path, PathBuf};
@@ -40,6 +42,9 @@ pub async fn reload(app: &AppState, path: &Path, trigger: &str) -> bool {
             // Logs each plugin whose grants changed.
             app.plugins.update_config(&cfg.plugins);
             crate::metrics::get().configure_models(&cfg);
+            // The watched folder's rules (size cap, policy overrides) may have changed.
+            let plugins = app.plugins.clone();
+            tokio::task::spawn_blocking(move || plugins.rescan());
             app.config.store(Arc::new(cfg));
             app.targets.store(Arc::new(targets));
             tracing::info!(%trigger, path = %path.display(), "config reloaded");

@@ -5,6 +5,10 @@ use std::path::Path;
 pub const RELOAD_A: &str = env!("TEST_PLUGIN_RELOAD_A");
 pub const RELOAD_B: &str = env!("TEST_PLUGIN_RELOAD_B");
 pub const OPEN_POLICY: &str = env!("TEST_PLUGIN_OPEN_POLICY");
+/// A policy named `internal` that allows everything (a bundled security policy's name).
+pub const INTERNAL_OVERRIDE: &str = env!("TEST_PLUGIN_INTERNAL_OVERRIDE");
+/// A provider named `provider-echo` (overrides the bundled echo adapter by name).
+pub const ECHO_OVERRIDE: &str = env!("TEST_PLUGIN_ECHO_OVERRIDE");
 pub const BAD_TRAP: &str = env!("TEST_PLUGIN_BAD_TRAP");
 pub const BAD_SPIN: &str = env!("TEST_PLUGIN_BAD_SPIN");
 pub const BAD_MEMORY: &str = env!("TEST_PLUGIN_BAD_MEMORY");

@@ -234,3 +234,234 @@ async fn a_broken_file_over_a_working_plugin_leaves_it_serving() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
+
+// ---- The watched folder as an attacker or a careless operator fills it ----
+
+fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    hex::encode(sha2::Sha256::digest(bytes))
+}
+
+/// `GET /api/admin/plugins`'s `data`.
+async fn listing(s: &Server) -> Value {
+    let v: Value = s.admin(Method::GET, "/api/admin/plugins").send().await.expect("list").json().await.expect("json");
+    v["data"].clone()
+}
+
+/// The listing's entry for a file of the watched folder.
+fn file_entry<'a>(listing: &'a Value, file: &str) -> Option<&'a Value> {
+    listing["files"].as_array()?.iter().find(|f| f["file"] == file)
+}
+
+/// The listing's entry for a serving plugin.
+fn plugin_entry<'a>(listing: &'a Value, name: &str) -> Option<&'a Value> {
+    listing["plugins"].as_array()?.iter().find(|p| p["name"] == name)
+}
+
+/// Poll the listing until `pred` holds (10 s at most).
+async fn listing_until(s: &Server, what: &str, pred: impl Fn(&Value) -> bool) -> Value {
+    let started = Instant::now();
+    loop {
+        let l = listing(s).await;
+        if pred(&l) {
+            return l;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "{what} never happened: {l:#}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// Every `plugin_management` audit record, oldest first.
+async fn plugin_audit(s: &Server) -> Vec<Value> {
+    let v: Value =
+        s.admin(Method::GET, "/audit-logs?type=plugin_management&limit=100").send().await.expect("audit").json().await.expect("json");
+    let mut logs = v["data"]["logs"].as_array().expect("logs").clone();
+    logs.reverse();
+    logs
+}
+
+/// Poll the plugin audit records until `pred` holds (10 s at most): they are written after the event.
+async fn audit_until(s: &Server, what: &str, pred: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+    let started = Instant::now();
+    loop {
+        let logs = plugin_audit(s).await;
+        if pred(&logs) {
+            return logs;
+        }
+        assert!(started.elapsed() < Duration::from_secs(10), "{what} never audited: {logs:#?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+/// The audit records of one operation (`plugin_failed`, …) whose metadata `field` equals `value`.
+fn audited<'a>(logs: &'a [Value], operation: &str, field: &str, value: &str) -> Vec<&'a Value> {
+    logs.iter().filter(|l| l["metadata"]["operation"] == operation && l["metadata"][field] == value).collect()
+}
+
+#[tokio::test]
+async fn hostile_files_in_the_watched_folder_are_refused_unread_and_named_safely() {
+    let data = tempfile::tempdir().expect("tmp");
+    let dir = data.path().join("plugins");
+    install(plugins::OPEN_POLICY, &dir, "open.wasm");
+    // A sparse 1 GiB file: reading it whole would cost a GiB of memory.
+    std::fs::File::create(dir.join("big.wasm")).expect("big").set_len(1 << 30).expect("sparse");
+    // Links out of the folder: one to a working component, one to a text file.
+    let outside = data.path().join("outside");
+    std::fs::create_dir_all(&outside).expect("outside");
+    std::fs::copy(plugins::RELOAD_A, outside.join("component.wasm")).expect("copy");
+    std::fs::write(outside.join("passwd"), "root:x:0:0:TOPSECRET-ROOT-LINE:/root:/bin/bash\n").expect("passwd");
+    std::os::unix::fs::symlink(outside.join("component.wasm"), dir.join("linked.wasm")).expect("symlink");
+    std::os::unix::fs::symlink(outside.join("passwd"), dir.join("passwd.wasm")).expect("symlink");
+    // A name that would forge a log line, and a near-miss extension.
+    install_bytes(b"\0asm but not really a component", &dir, "evil\nERROR forged line.wasm");
+    install(plugins::ECHO_OVERRIDE, &dir, "UPPER.WASM");
+    let s = Server::builder().data_dir(data.path()).toml(&providers(&[("reload", "provider-reload")])).start();
+    let l = listing(&s).await;
+
+    // The big file is refused by its size, never read.
+    let rss = gatehouse_tests::procfs::rss_kib(s.pid().expect("pid")).expect("rss");
+    assert!(rss < 512 * 1024, "RSS {rss} KiB: the 1 GiB file was read");
+    let big = file_entry(&l, "big.wasm").unwrap_or_else(|| panic!("big.wasm is listed: {l:#}"));
+    assert_eq!(big["status"], "refused", "{big}");
+    assert!(big["error"].as_str().expect("error").contains("plugins.max_component_mb"), "{big}");
+    assert!(big.get("sha256").is_none_or(Value::is_null), "never read, so never hashed: {big}");
+
+    // Links are refused whatever they point to; the linked component never serves.
+    for link in ["linked.wasm", "passwd.wasm"] {
+        let e = file_entry(&l, link).unwrap_or_else(|| panic!("{link} is listed: {l:#}"));
+        assert_eq!(e["status"], "refused", "{e}");
+        assert!(e["error"].as_str().expect("error").contains("symbolic link"), "{e}");
+    }
+    assert!(plugin_entry(&l, "provider-reload").is_none(), "a linked component was loaded: {l:#}");
+    let (st, _) = post(&s, &body(json!(["reload/m"]))).await;
+    assert_eq!(st, 502, "the linked component serves");
+
+    // `*.WASM` is reported, not ignored, and does not load either.
+    let upper = file_entry(&l, "UPPER.WASM").unwrap_or_else(|| panic!("UPPER.WASM is listed: {l:#}"));
+    assert_eq!(upper["status"], "refused", "{upper}");
+    assert!(upper["error"].as_str().expect("error").contains("UPPER.wasm"), "the error says how to fix it: {upper}");
+    assert_eq!(plugin_entry(&l, "provider-echo").expect("echo")["source"]["type"], "bundled");
+
+    // Every refusal is audited once, by the file's escaped name; nothing of the linked files leaks.
+    let logs =
+        audit_until(&s, "the refusals", |logs| logs.iter().filter(|r| r["metadata"]["operation"] == "plugin_failed").count() >= 5).await;
+    for file in ["big.wasm", "linked.wasm", "passwd.wasm", "UPPER.WASM", "evil\\nERROR forged line.wasm"] {
+        assert_eq!(audited(&logs, "plugin_failed", "plugin", file).len(), 1, "{file}: {logs:#?}");
+    }
+    let audit_text = serde_json::to_string(&logs).expect("json");
+    let log = s.log();
+    for text in [&audit_text, &log] {
+        assert!(!text.contains("TOPSECRET") && !text.contains("0x72, 0x6f, 0x6f, 0x74"), "a linked file's bytes leaked: {text}");
+        assert!(!text.contains("evil\nERROR"), "a raw newline from a file name reached the log or audit");
+    }
+    assert!(!log.lines().any(|line| line.starts_with("ERROR forged")), "a file name forged a log line:\n{log}");
+    assert!(log.contains("evil\\nERROR forged line.wasm"), "the name is logged escaped:\n{log}");
+    // Nothing of it was loaded or reported twice while the server idled.
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert_eq!(plugin_audit(&s).await.len(), logs.len(), "refusals are reported once");
+}
+
+/// A counter of `/metrics` (0 when it is absent).
+async fn metric(s: &Server, name: &str) -> f64 {
+    let text = s.admin(Method::GET, "/metrics").send().await.expect("metrics").text().await.expect("text");
+    text.lines().find_map(|l| l.strip_prefix(name)?.strip_prefix(' ')?.trim().parse().ok()).unwrap_or(0.0)
+}
+
+#[tokio::test]
+async fn an_idle_watched_folder_is_not_rescanned() {
+    let data = tempfile::tempdir().expect("tmp");
+    let dir = data.path().join("plugins");
+    install(plugins::OPEN_POLICY, &dir, "open.wasm");
+    install(plugins::RELOAD_A, &dir, "provider-reload.wasm");
+    install_bytes(b"\0asm but not really a component", &dir, "garbage.wasm");
+    let s = Server::builder().data_dir(data.path()).toml(&providers(&[("reload", "provider-reload")])).start();
+    // A change is picked up (that takes one or two scans) …
+    install(plugins::ECHO_OVERRIDE, &dir, "echo.wasm");
+    listing_until(&s, "the override serves", |l| plugin_entry(l, "provider-echo").is_some_and(|p| p["source"]["type"] == "file")).await;
+    tokio::time::sleep(Duration::from_millis(1000)).await;
+    let settled = metric(&s, "gatehouse_plugin_scans_total").await;
+    assert!(settled >= 2.0, "the start and the change were scanned: {settled}");
+    // … and then nothing happens while nothing changes: the scans' own reads are no change.
+    tokio::time::sleep(Duration::from_millis(2500)).await;
+    let later = metric(&s, "gatehouse_plugin_scans_total").await;
+    assert_eq!(later, settled, "the folder was rescanned {} times while idle", later - settled);
+    assert_eq!(answer(&s).await.expect("serves"), "answer from version a");
+}
+
+#[tokio::test]
+async fn plugin_names_in_the_watched_folder_resolve_deterministically_and_are_audited_as_they_happen() {
+    let data = tempfile::tempdir().expect("tmp");
+    let dir = data.path().join("plugins");
+    install(plugins::OPEN_POLICY, &dir, "open.wasm");
+    install(plugins::RELOAD_A, &dir, "d1.wasm");
+    install(plugins::RELOAD_B, &dir, "d2.wasm");
+    install(plugins::BAD_TRAP, &dir, "r.wasm");
+    install(plugins::INTERNAL_OVERRIDE, &dir, "policy.wasm");
+    let s = Server::builder().data_dir(data.path()).toml(&providers(&[("reload", "provider-reload")])).start();
+    let l = listing(&s).await;
+    let logs =
+        audit_until(&s, "the refusals", |logs| logs.iter().filter(|r| r["metadata"]["operation"] == "plugin_failed").count() >= 2).await;
+
+    // Two files, one name: the first by file name serves, the other is refused naming both.
+    assert_eq!(answer(&s).await.expect("serves"), "answer from version a");
+    let d2 = file_entry(&l, "d2.wasm").unwrap_or_else(|| panic!("d2.wasm is listed: {l:#}"));
+    assert_eq!(d2["status"], "refused", "{d2}");
+    assert!(d2["error"].as_str().expect("error").contains("d1.wasm"), "{d2}");
+    let refused = audited(&logs, "plugin_failed", "plugin", "d2.wasm");
+    assert_eq!(refused.len(), 1, "{logs:#?}");
+    assert!(refused[0]["description"].as_str().expect("d").contains("d1.wasm"), "{}", refused[0]);
+    for op in ["plugin_loaded", "plugin_reloaded"] {
+        let claims: Vec<_> = logs
+            .iter()
+            .filter(|r| r["metadata"]["operation"] == op && r["metadata"]["source"].as_str().is_some_and(|s| s.ends_with("d2.wasm")))
+            .collect();
+        assert!(claims.is_empty(), "the audit says the refused file serves: {claims:#?}");
+    }
+
+    // A file named like a built-in security policy never replaces it silently.
+    let policy = file_entry(&l, "policy.wasm").unwrap_or_else(|| panic!("policy.wasm is listed: {l:#}"));
+    assert_eq!(policy["status"], "refused", "{policy}");
+    assert!(policy["error"].as_str().expect("error").contains("plugins.allow_policy_overrides"), "{policy}");
+    assert_eq!(plugin_entry(&l, "internal").expect("internal")["source"]["type"], "bundled");
+    assert_eq!(audited(&logs, "plugin_failed", "plugin", "policy.wasm").len(), 1, "{logs:#?}");
+
+    // A file whose content becomes a component of another name: the old name is removed, the new one loaded.
+    install(plugins::ECHO_OVERRIDE, &dir, "r.wasm");
+    let l = listing_until(&s, "the rename", |l| plugin_entry(l, "bad-trap").is_none()).await;
+    assert_eq!(plugin_entry(&l, "provider-echo").expect("echo")["source"]["type"], "file", "{l:#}");
+    let logs = audit_until(&s, "the rename", |logs| !audited(logs, "plugin_reloaded", "plugin", "provider-echo").is_empty()).await;
+    let removed = audited(&logs, "plugin_removed", "plugin", "bad-trap");
+    assert_eq!(removed.len(), 1, "{logs:#?}");
+    assert!(removed[0]["metadata"]["source"].as_str().expect("source").ends_with("r.wasm"), "{}", removed[0]);
+    let echo = audited(&logs, "plugin_reloaded", "plugin", "provider-echo");
+    assert_eq!(echo.len(), 1, "the override of the bundled echo is audited: {logs:#?}");
+    let from_r = |op: &str, plugin: &str| {
+        audited(&logs, op, "plugin", plugin)
+            .iter()
+            .filter(|r| r["metadata"]["source"].as_str().is_some_and(|s| s.ends_with("r.wasm")))
+            .count()
+    };
+    assert_eq!((from_r("plugin_reloaded", "bad-trap"), from_r("plugin_loaded", "provider-echo")), (0, 0), "{logs:#?}");
+
+    // A file that fails the check: listed with its error and its own hash; the version before serves on.
+    let garbage = b"\0asm but not really a component";
+    install_bytes(garbage, &dir, "d1.wasm");
+    let l = listing_until(&s, "the refusal of d1.wasm", |l| file_entry(l, "d1.wasm").is_some_and(|f| f["status"] == "refused")).await;
+    let d1 = file_entry(&l, "d1.wasm").expect("d1");
+    assert!(d1["error"].as_str().expect("error").contains("not a valid WebAssembly component"), "{d1}");
+    assert_eq!(d1["sha256"], sha256_hex(garbage), "the hash is the file's, not the serving version's: {d1}");
+    let version_a = sha256_hex(&std::fs::read(plugins::RELOAD_A).expect("read"));
+    assert_eq!(d1["previous"]["sha256"], version_a.as_str(), "{d1}");
+    let serving = plugin_entry(&l, "provider-reload").expect("provider-reload");
+    assert_eq!(serving["sha256"], version_a.as_str());
+    assert!(serving["fileError"].as_str().expect("fileError").contains("not a valid WebAssembly component"), "{serving}");
+    assert_eq!(answer(&s).await.expect("serves"), "answer from version a");
+
+    // The operator allows the override of `internal` by name: a config reload applies it.
+    let config = std::fs::read_to_string(&s.config_path).expect("config");
+    std::fs::write(&s.config_path, format!("{config}\n[plugins]\nallow_policy_overrides = [\"internal\"]\n")).expect("write config");
+    let l = listing_until(&s, "the allowed override", |l| plugin_entry(l, "internal").is_some_and(|p| p["source"]["type"] == "file")).await;
+    assert_eq!(file_entry(&l, "policy.wasm").expect("policy")["status"], "serving", "{l:#}");
+    let logs = audit_until(&s, "the override", |logs| !audited(logs, "plugin_reloaded", "plugin", "internal").is_empty()).await;
+    assert_eq!(audited(&logs, "plugin_reloaded", "plugin", "internal").len(), 1, "{logs:#?}");
+}

@@ -9,9 +9,11 @@ use serde::Deserialize;
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct PluginsConfig {
-    /// Watched folder; `*.wasm` files here add plugins or override bundled
-    /// ones by name. Default `<data_dir>/plugins`. Not recursive; `*.tmp` and
-    /// dot-files are ignored (write under such a name, then rename).
+    /// Watched folder; regular `*.wasm` files here add plugins or override
+    /// bundled ones by name (built-in policies only when
+    /// `allow_policy_overrides` names them). Default `<data_dir>/plugins`. Not
+    /// recursive; `*.tmp` and dot-files are ignored (write under such a name,
+    /// then rename); links and near-miss names are refused (`super::folder`).
     pub dir: Option<PathBuf>,
     /// Compiled-artifact cache. Default `$XDG_CACHE_HOME/gatehouse` or
     /// `~/.cache/gatehouse`; a missing or unwritable cache only costs a recompile.
@@ -24,6 +26,13 @@ pub struct PluginsConfig {
     pub epoch_tick_ms: u64,
     /// Debounce of the folder watcher.
     pub reload_debounce_ms: u64,
+    /// Largest component file the watched folder reads; a bigger one is
+    /// refused unread (and audited).
+    pub max_component_mb: u64,
+    /// Built-in security policies (`internal`, `public`, `confidential`) a
+    /// watched-folder file may replace, by name. Empty by default: a file
+    /// declaring one of those names is refused.
+    pub allow_policy_overrides: Vec<String>,
     /// Per-plugin settings by plugin name.
     pub settings: BTreeMap<String, PluginSettings>,
 }
@@ -37,6 +46,8 @@ impl Default for PluginsConfig {
             memory_limit_mb: 64,
             epoch_tick_ms: 5,
             reload_debounce_ms: 100,
+            max_component_mb: 64,
+            allow_policy_overrides: Vec::new(),
             settings: BTreeMap::new(),
         }
     }
@@ -74,6 +85,11 @@ impl Default for PluginSettings {
 impl PluginsConfig {
     pub fn watched_dir(&self, data_dir: &std::path::Path) -> PathBuf {
         self.dir.clone().unwrap_or_else(|| data_dir.join("plugins"))
+    }
+
+    /// `max_component_mb` in bytes.
+    pub fn max_component_bytes(&self) -> u64 {
+        self.max_component_mb.saturating_mul(1024 * 1024)
     }
 
     pub fn cache_dir(&self) -> Option<PathBuf> {

@@ -20,18 +20,20 @@ mod bindings;
 pub mod config;
 pub mod echo;
 mod engine;
+pub mod folder;
 pub mod knowledge;
 mod outbound;
 pub mod plugin;
 mod state;
 mod watcher;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use arc_swap::ArcSwap;
+use serde::Serialize;
 
 pub use config::{PluginSettings, PluginsConfig};
 pub use engine::PROVIDER_SESSIONS;
@@ -70,13 +72,13 @@ impl PluginAction {
 #[derive(Debug, Clone)]
 pub struct PluginEvent {
     pub action: PluginAction,
-    /// Plugin name (the file name when it could not be loaded).
+    /// Plugin name (the file's escaped name when it was refused).
     pub plugin: String,
     /// The plugin's kind, when the component got far enough to tell.
     pub kind: Option<Kind>,
     /// Hex SHA-256 of the component bytes, when they could be read.
     pub sha256: Option<String>,
-    /// `bundled` or the file's path.
+    /// `bundled` or the file's path (escaped: see [`folder::shown`]).
     pub source: String,
     /// What happened, for operators.
     pub message: String,
@@ -200,11 +202,8 @@ fn memory_bytes(cfg: &PluginsConfig) -> usize {
 pub struct PluginRuntime {
     loader: Loader,
     bundled: BTreeMap<String, Arc<Plugin>>,
-    /// Loaded files of the watched folder: path → (sha256, plugin).
-    files: std::sync::Mutex<HashMap<PathBuf, (String, Arc<Plugin>)>>,
-    /// Files of the watched folder that failed the check: path → sha256. The
-    /// same bytes are not tried (nor reported) again at every later rescan.
-    refused: std::sync::Mutex<HashMap<PathBuf, String>>,
+    /// The watched folder: each file's state and what it serves.
+    folder: std::sync::Mutex<folder::Folder<Plugin>>,
     current: ArcSwap<Registry>,
     dir: PathBuf,
     events: Arc<dyn PluginEventSink>,
@@ -247,8 +246,7 @@ impl PluginRuntime {
             loader,
             current: ArcSwap::from_pointee(Registry { plugins: bundled.clone() }),
             bundled,
-            files: std::sync::Mutex::new(HashMap::new()),
-            refused: std::sync::Mutex::new(HashMap::new()),
+            folder: std::sync::Mutex::new(folder::Folder::new(dir.clone())),
             dir,
             events,
         });
@@ -279,9 +277,13 @@ impl PluginRuntime {
                 "plugins.memory_limit_mb can only be raised by a restart; the value at start stays the cap"
             );
         }
-        self.loader.config.store(Arc::new(cfg.clone()));
-        let files = self.files.lock().unwrap_or_else(|p| p.into_inner());
-        let loaded = self.bundled.values().chain(files.values().map(|(_, p)| p));
+        let old = self.loader.config.swap(Arc::new(cfg.clone()));
+        let mut folder = self.folder.lock().unwrap_or_else(|p| p.into_inner());
+        if old.max_component_mb != cfg.max_component_mb {
+            // Files refused by the old size limit are looked at again at the next scan.
+            folder.recheck_refused();
+        }
+        let loaded = self.bundled.values().chain(folder.served().map(|(_, (_, p))| p));
         let mut changed: Vec<String> = loaded.filter(|p| p.regrant(self.loader.grants(&p.name))).map(|p| p.name.clone()).collect();
         changed.sort();
         changed.dedup();
@@ -291,83 +293,99 @@ impl PluginRuntime {
         changed
     }
 
-    /// Bring the registry in line with the watched folder: load new and changed
-    /// files, drop removed ones, swap the snapshot. Blocking (compiles).
+    /// Bring the registry in line with the watched folder: look at the files
+    /// that changed (by size, mtime, ctime and inode; unchanged ones are not
+    /// read), load those whose hash changed, apply the folder's rules
+    /// ([`folder`]), swap the snapshot. Blocking (compiles). Run after a
+    /// folder event and after a config reload (the rules may have changed).
     ///
     /// Events are published only after the new snapshot is in place, so whoever
     /// sees "reloaded" or "removed" also sees the registry that matches it.
     pub fn rescan(&self) {
-        let mut wanted: Vec<PathBuf> = match std::fs::read_dir(&self.dir) {
-            Ok(rd) => rd.filter_map(Result::ok).map(|e| e.path()).filter(|p| is_plugin_file(p)).collect(),
-            Err(_) => Vec::new(),
-        };
-        wanted.sort();
-        let mut files = self.files.lock().unwrap_or_else(|p| p.into_inner());
-        let mut refused = self.refused.lock().unwrap_or_else(|p| p.into_inner());
-        refused.retain(|p, _| wanted.contains(p));
-        let mut pending: Vec<PluginEvent> = Vec::new();
-        let mut changed = false;
-        let gone: Vec<PathBuf> = files.keys().filter(|p| !wanted.contains(p)).cloned().collect();
-        for path in gone {
-            if let Some((_, p)) = files.remove(&path) {
-                changed = true;
-                pending.push(event_for(PluginAction::Removed, &p, format!("{} removed from the watched folder", path.display())));
-            }
-        }
-        for path in wanted {
-            let Ok(bytes) = std::fs::read(&path) else { continue };
-            let sha = crate::receipts::sha256_hex(&bytes);
-            if files.get(&path).is_some_and(|(s, _)| *s == sha) || refused.get(&path) == Some(&sha) {
-                continue;
-            }
-            match self.loader.load(&bytes, Source::File(path.clone())) {
-                Ok(p) => {
-                    let replaced = files.contains_key(&path) || self.bundled.contains_key(&p.name);
-                    let action = if replaced { PluginAction::Reloaded } else { PluginAction::Loaded };
-                    pending.push(event_for(action, &p, format!("{} {} from {}", p.name, p.version, path.display())));
-                    refused.remove(&path);
-                    files.insert(path, (sha, Arc::new(p)));
-                    changed = true;
-                }
-                Err(e) => {
-                    // The working plugin (if any) keeps serving.
-                    pending.push(PluginEvent {
-                        action: PluginAction::Failed,
-                        plugin: path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default(),
-                        kind: None,
-                        sha256: Some(sha.clone()),
-                        source: path.display().to_string(),
-                        message: format!("{e}; the previous version (if any) keeps serving"),
-                    });
-                    refused.insert(path, sha);
-                }
-            }
-        }
-        if changed {
+        crate::metrics::get().plugin_scans.inc();
+        let rules = self.rules();
+        let mut folder = self.folder.lock().unwrap_or_else(|p| p.into_inner());
+        let report = folder.scan(&rules, |bytes, path| self.loader.load(bytes, Source::File(path.to_path_buf())));
+        if report.changed {
             let mut plugins = self.bundled.clone();
-            let mut overrides: Vec<(&PathBuf, &Arc<Plugin>)> = files.iter().map(|(k, (_, p))| (k, p)).collect();
-            overrides.sort_by(|a, b| a.0.cmp(b.0));
-            for (_, p) in overrides {
-                plugins.insert(p.name.clone(), p.clone());
+            for (name, (_, p)) in folder.served() {
+                plugins.insert(name.clone(), p.clone());
             }
             self.current.store(Arc::new(Registry { plugins }));
         }
-        drop((files, refused));
-        for event in pending {
-            self.events.event(event);
+        drop(folder);
+        for mut c in report.changes {
+            let source = folder::shown_path(&self.dir.join(&c.file));
+            if let (PluginAction::Loaded | PluginAction::Reloaded, Some(p)) = (c.action, &c.version) {
+                c.message.push_str(&format!(" (version {})", folder::shown_text(&p.version)));
+            }
+            self.events.event(PluginEvent {
+                action: c.action,
+                plugin: c.plugin,
+                kind: c.version.as_ref().map(|p| p.kind),
+                sha256: c.sha256.or_else(|| c.version.as_ref().map(|p| p.sha256.clone())),
+                source,
+                message: c.message,
+            });
         }
+    }
+
+    /// The folder's rules under the current config.
+    fn rules(&self) -> folder::Rules {
+        let cfg = self.loader.config.load();
+        folder::Rules {
+            max_bytes: cfg.max_component_bytes(),
+            allow_policy_overrides: cfg.allow_policy_overrides.clone(),
+            bundled: self.bundled.iter().map(|(n, p)| (n.clone(), p.kind)).collect(),
+        }
+    }
+
+    /// The watched folder's files as `GET /api/admin/plugins` shows them
+    /// (`files`): each plugin file and near miss, serving or refused with why.
+    pub fn files(&self) -> Vec<FileSummary> {
+        let folder = self.folder.lock().unwrap_or_else(|p| p.into_inner());
+        folder
+            .files()
+            .map(|(name, f)| {
+                let declared = if f.check_error.is_none() { f.offered.as_ref() } else { None };
+                FileSummary {
+                    file: folder::shown(name),
+                    status: if f.error().is_some() { "refused" } else { "serving" },
+                    plugin: declared.map(|p| p.name.clone()),
+                    kind: declared.map(|p| p.kind),
+                    sha256: f.sha256.clone(),
+                    size: f.size,
+                    error: f.error().map(str::to_owned),
+                    previous: folder.previous(name).map(|p| PreviousVersion { plugin: p.name.clone(), sha256: p.sha256.clone() }),
+                }
+            })
+            .collect()
     }
 
     /// Inspect a component file offline (CLI): kind, name, version, size, hash.
     pub fn inspect_file(cfg: &PluginsConfig, path: &Path) -> anyhow::Result<PluginSummary> {
+        let size = std::fs::metadata(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?.len();
+        if size > cfg.max_component_bytes() {
+            anyhow::bail!("{}: {size} bytes, over plugins.max_component_mb ({} MiB)", path.display(), cfg.max_component_mb);
+        }
         let bytes = std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
         let loader = Loader::new(cfg)?;
         loader.load(&bytes, Source::File(path.to_path_buf())).map(|p| p.summary()).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
     }
 
-    /// Summaries of the bundled plugins (CLI `plugins list` without a server).
+    /// Every serving plugin (`GET /api/admin/plugins`, CLI `plugins list`);
+    /// one served from a file whose current content was refused carries that
+    /// refusal in `fileError`.
     pub fn list(&self) -> Vec<PluginSummary> {
-        self.snapshot().list()
+        let mut list = self.snapshot().list();
+        let folder = self.folder.lock().unwrap_or_else(|p| p.into_inner());
+        for s in list.iter_mut() {
+            let Some((file, _)) = folder.serving(&s.name) else { continue };
+            if folder.previous(file).is_some() {
+                s.file_error = folder.file(file).and_then(|f| f.check_error.clone());
+            }
+        }
+        list
     }
 
     /// Start watching the folder (notify, debounced).
@@ -376,27 +394,50 @@ impl PluginRuntime {
     }
 }
 
-/// `*.wasm`, not hidden, not a temporary name.
-pub fn is_plugin_file(p: &Path) -> bool {
-    let Some(name) = p.file_name().and_then(|n| n.to_str()) else {
-        return false;
-    };
-    !name.starts_with('.') && name.ends_with(".wasm") && p.is_file()
+impl folder::Offer for Plugin {
+    fn name(&self) -> &str {
+        &self.name
+    }
+    fn kind(&self) -> Kind {
+        self.kind
+    }
+    fn sha256(&self) -> &str {
+        &self.sha256
+    }
 }
 
-/// The event that reports `action` on a loaded plugin.
-fn event_for(action: PluginAction, p: &Plugin, message: String) -> PluginEvent {
-    PluginEvent {
-        action,
-        plugin: p.name.clone(),
-        kind: Some(p.kind),
-        sha256: Some(p.sha256.clone()),
-        source: match &p.source {
-            Source::Bundled => "bundled".into(),
-            Source::File(f) => f.display().to_string(),
-        },
-        message,
-    }
+/// A file of the watched folder as `GET /api/admin/plugins` lists it.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileSummary {
+    /// The file name, escaped ([`folder::shown`]).
+    pub file: String,
+    /// `serving` or `refused`.
+    pub status: &'static str,
+    /// The plugin its current content declares, when it loaded.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plugin: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub kind: Option<Kind>,
+    /// Hex SHA-256 of the file's current content, when it was read (never an earlier version's).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sha256: Option<String>,
+    /// Size on disk in bytes (regular files).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    /// Why the file is refused.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+    /// For a refused file whose earlier version still serves: that version.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub previous: Option<PreviousVersion>,
+}
+
+/// The version of a plugin that serves on from a file whose new content was refused.
+#[derive(Debug, Clone, Serialize)]
+pub struct PreviousVersion {
+    pub plugin: String,
+    pub sha256: String,
 }
 
 #[cfg(test)]

@@ -68,13 +68,29 @@ pub enum PluginError {
 }
 
 /// Where a plugin came from.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "lowercase", tag = "type", content = "path")]
+#[derive(Debug, Clone)]
 pub enum Source {
     /// Embedded in the binary at build time.
     Bundled,
     /// A file of the watched folder.
     File(PathBuf),
+}
+
+/// `{"type": "bundled"}` or `{"type": "file", "path": …}`, the path escaped
+/// ([`super::folder::shown`]): one line, and any name serialises.
+impl Serialize for Source {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut m = s.serialize_map(None)?;
+        match self {
+            Source::Bundled => m.serialize_entry("type", "bundled")?,
+            Source::File(p) => {
+                m.serialize_entry("type", "file")?;
+                m.serialize_entry("path", &super::folder::shown_path(p))?;
+            }
+        }
+        m.end()
+    }
 }
 
 /// What the operator granted the plugin, and its limits. A config reload
@@ -170,6 +186,10 @@ pub struct PluginSummary {
     pub faults: u64,
     /// Mean wall time of a call (instantiate + call + drop), in µs.
     pub mean_call_us: f64,
+    /// For a plugin served from a file whose current content was refused: why
+    /// (this earlier version serves on).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file_error: Option<String>,
 }
 
 impl Plugin {
@@ -190,6 +210,7 @@ impl Plugin {
             calls,
             faults: self.stats.faults.load(Ordering::Relaxed),
             mean_call_us: if calls == 0 { 0.0 } else { nanos as f64 / calls as f64 / 1000.0 },
+            file_error: None,
         }
     }
 
@@ -788,6 +809,10 @@ pub fn load(
     source: Source,
     grants_for: impl Fn(&str) -> Arc<Grants>,
 ) -> Result<Plugin, String> {
+    // Checked first so the error never quotes the bytes of a file that is not WebAssembly at all.
+    if !bytes.starts_with(b"\0asm") {
+        return Err("not a valid WebAssembly component: it does not start with the WebAssembly header (\\0asm)".into());
+    }
     let component = Component::new(engine, bytes).map_err(|e| format!("not a valid WebAssembly component: {e:#}"))?;
     let kind = detect_kind(engine, &component)?;
     let link_err = |e: wasmtime::Error| format!("cannot be linked (it imports something the host does not grant): {e:#}");

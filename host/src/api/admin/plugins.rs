@@ -1,5 +1,6 @@
 //! `GET /api/admin/plugins`: every loaded plugin with kind, name, version,
-//! component hash, source, load time and call statistics.
+//! component hash, source, load time and call statistics, and every file of
+//! the watched folder, serving or refused with why.
 
 use axum::Json;
 use axum::extract::State;
@@ -13,12 +14,13 @@ use crate::auth::Admin;
 /// `GET /api/admin/plugins`.
 #[utoipa::path(
     get, path = "/api/admin/plugins", tag = "admin",
-    responses((status = 200, description = "`{watchedDir, plugins: [{kind, name, version, hash, source, loadedAt, calls, ...}]}`",
+    responses((status = 200, description = "`{watchedDir, plugins: [{kind, name, version, sha256, source, loadedAt, calls, fileError?, ...}], files: [{file, status, plugin?, sha256?, size?, error?, previous?}]}`",
                body = crate::api::schema::Success<crate::api::schema::JsonObject>))
 )]
 pub async fn list(State(app): State<AppState>, Admin(_): Admin) -> Result<Json<Value>, AdminError> {
     Ok(ok(json!({
-        "watchedDir": app.plugins.watched_dir().display().to_string(),
+        "watchedDir": crate::wasm::folder::shown_path(app.plugins.watched_dir()),
         "plugins": app.plugins.list(),
+        "files": app.plugins.files(),
     })))
 }
