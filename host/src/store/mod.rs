@@ -91,6 +91,24 @@ pub struct ChainReport {
     /// The first record whose hash or back-link does not match, if any.
     pub first_break: Option<String>,
     pub detail: Option<String>,
+    /// Every break found: the walk goes on past one, so a first break does not hide the next.
+    pub breaks: u64,
+    /// The first [`ChainReport::LISTED`] breaks, in chain order.
+    pub broken: Vec<ChainBreak>,
+}
+
+impl ChainReport {
+    /// Most breaks listed one by one.
+    pub const LISTED: usize = 100;
+}
+
+/// One record that does not verify.
+#[derive(Debug, Clone, serde::Serialize, PartialEq)]
+pub struct ChainBreak {
+    /// 1-based position in the chain.
+    pub position: u64,
+    pub id: String,
+    pub detail: String,
 }
 
 /// The storage interface of the host.
