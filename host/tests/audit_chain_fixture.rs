@@ -17,7 +17,7 @@ fn open_fixture() -> (tempfile::TempDir, RedbStore) {
 }
 
 fn stored_values(store: &RedbStore) -> Vec<((u64, u64), Vec<u8>)> {
-    let txn = store.database().begin_read().expect("read");
+    let txn = store.database().expect("db").begin_read().expect("read");
     let t = txn.open_table(tables::AUDIT).expect("table");
     t.iter().expect("iter").map(|r| r.expect("row")).map(|(k, v)| (k.value(), v.value().to_vec())).collect()
 }
@@ -25,7 +25,7 @@ fn stored_values(store: &RedbStore) -> Vec<((u64, u64), Vec<u8>)> {
 #[tokio::test]
 async fn a_chain_written_before_format_2_verifies_and_keeps_its_bytes() {
     let (_dir, store) = open_fixture();
-    assert_eq!(schema::version(store.database()).expect("version"), schema::CURRENT);
+    assert_eq!(schema::version(&store.database().expect("db")).expect("version"), schema::CURRENT);
     let before = stored_values(&store);
     assert!(before.len() >= 40, "{} records", before.len());
     assert!(before.iter().all(|(_, v)| v.first() == Some(&b'{')), "the fixture holds format-1 records only");
@@ -55,7 +55,7 @@ async fn a_planted_edit_in_a_chain_written_before_format_2_is_found() {
     let text = String::from_utf8(value.clone()).expect("utf-8");
     let edited = text.replacen("\"outcome\":\"blocked\"", "\"outcome\":\"success\"", 1);
     assert_ne!(edited, text, "the 20th record is a blocked request: {text}");
-    let txn = store.database().begin_write().expect("txn");
+    let txn = store.database().expect("db").begin_write().expect("txn");
     txn.open_table(tables::AUDIT).expect("table").insert(*key, edited.as_bytes()).expect("insert");
     txn.commit().expect("commit");
 

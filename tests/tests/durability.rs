@@ -132,3 +132,72 @@ async fn a_stream_cut_by_shutdown_gets_an_error_frame_is_billed_and_its_idempote
     assert_eq!(sse::frames(&replayed), frames, "the retry replays the cut stream as it was");
     assert_eq!(mock.request_count(), 1, "the replay did not call the upstream again");
 }
+
+/// Set the soft file-size limit (RLIMIT_FSIZE) of a running process; `None` lifts it.
+fn limit_file_size(pid: u32, bytes: Option<u64>) {
+    let soft = bytes.map_or("unlimited".to_owned(), |b| b.to_string());
+    let st = Command::new("prlimit").args(["--pid", &pid.to_string(), &format!("--fsize={soft}:unlimited")]).status().expect("run prlimit");
+    assert!(st.success(), "prlimit failed");
+}
+
+async fn create_user(s: &Server, name: &str) -> (u16, Value) {
+    let r = s.admin(Method::POST, "/api/admin/users").json(&json!({"name": name, "email": "u@example.com"})).send().await.expect("send");
+    let st = r.status().as_u16();
+    (st, r.json().await.unwrap_or(Value::Null))
+}
+
+async fn health(s: &Server) -> (u16, Value) {
+    let r = s.client.get(s.url("/health")).send().await.expect("health");
+    let st = r.status().as_u16();
+    (st, r.json().await.expect("json"))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_storage_io_error_health_is_degraded_and_writes_recover_with_the_disk() {
+    let mut s = Server::start();
+    let (st, before) = create_user(&s, "acknowledged before the failure").await;
+    assert_eq!(st, 201, "{before}");
+    assert_eq!(health(&s).await.0, 200);
+
+    // Any write at or past 64 KiB into any file now fails with EFBIG.
+    let pid = s.pid().expect("pid");
+    limit_file_size(pid, Some(64 * 1024));
+    let mut failed = None;
+    for n in 0..200 {
+        let (st, v) = create_user(&s, &format!("user {n}")).await;
+        if st == 500 {
+            failed = Some(v);
+            break;
+        }
+    }
+    let failed = failed.expect("no write failed under the file-size limit");
+    let (st, h) = health(&s).await;
+    assert_eq!(st, 503, "health while commits fail: {h} (the write failed with {failed})");
+    assert_eq!(h["status"], "degraded", "{h}");
+    assert_eq!(h["storage"]["ok"], false, "{h}");
+    assert!(h["storage"]["error"].as_str().is_some_and(|e| e.contains("commit")), "{h}");
+
+    // The disk recovers: the store reopens and writes succeed again, without a restart.
+    limit_file_size(pid, None);
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    let after = loop {
+        let (st, v) = create_user(&s, "acknowledged after the recovery").await;
+        if st == 201 {
+            break v;
+        }
+        assert!(std::time::Instant::now() < deadline, "writes still fail after the disk recovered: {st} {v}");
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    };
+    let (st, h) = health(&s).await;
+    assert_eq!(st, 200, "{h}");
+    assert_eq!(h["status"], "ok", "{h}");
+
+    // Everything acknowledged is there after a restart.
+    s.restart();
+    let users: Value = s.admin(Method::GET, "/api/admin/users").send().await.expect("users").json().await.expect("json");
+    let text = users.to_string();
+    for v in [&before, &after] {
+        let id = v["data"]["id"].as_str().or_else(|| v["id"].as_str()).unwrap_or_else(|| panic!("no id in {v}"));
+        assert!(text.contains(id), "acknowledged user {id} lost: {users}");
+    }
+}

@@ -64,7 +64,7 @@ mod tests {
     async fn a_cut_reaches_open_streams_and_ended_waits_for_them() {
         let streams = Streams::default();
         let mut a = streams.open();
-        assert!(streams.ended(Duration::from_millis(10)).await == false);
+        assert!(!streams.ended(Duration::from_millis(10)).await, "an open stream has not ended");
         streams.cut();
         a.wait_for(|c| *c).await.expect("cut seen");
         assert!(*streams.open().borrow(), "a stream opened after the cut sees it at once");

@@ -114,8 +114,13 @@ pub struct ChainBreak {
 /// The storage interface of the host.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
-    /// True when the store answers reads (for `/health`).
+    /// True when the store answers reads and its last commit did not fail (for `/health`).
     fn healthy(&self) -> bool;
+
+    /// Why the last commit failed, while commits fail (for `/health`).
+    fn storage_failure(&self) -> Option<String> {
+        None
+    }
 
     // Users
     async fn create_user(&self, user: User, audit: AuditEntry) -> StoreResult<User>;

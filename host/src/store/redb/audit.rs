@@ -451,7 +451,7 @@ mod tests {
     }
 
     fn write_format_1(store: &RedbStore, entries: &[AuditEntry]) {
-        let txn = store.database().begin_write().expect("txn");
+        let txn = store.database().expect("db").begin_write().expect("txn");
         append_format_1(&txn, entries);
         txn.commit().expect("commit");
     }
@@ -459,7 +459,7 @@ mod tests {
     /// Change the `nth` record as someone with the file would: its content
     /// changed, its stored hash kept unless `rehash`.
     fn tamper(store: &RedbStore, nth: usize, rehash: bool, f: impl Fn(&mut AuditRecord)) -> String {
-        let txn = store.database().begin_write().expect("txn");
+        let txn = store.database().expect("db").begin_write().expect("txn");
         let id;
         {
             let mut t = txn.open_table(AUDIT).expect("table");
@@ -487,7 +487,7 @@ mod tests {
     }
 
     fn markers(store: &RedbStore) -> usize {
-        let txn = store.database().begin_read().expect("read");
+        let txn = store.database().expect("db").begin_read().expect("read");
         let t = txn.open_table(AUDIT).expect("table");
         t.iter()
             .expect("iter")
@@ -578,7 +578,7 @@ mod tests {
     #[tokio::test]
     async fn removing_the_newest_records_is_detected() {
         let (_d, store) = store_with(5).await;
-        let txn = store.database().begin_write().expect("txn");
+        let txn = store.database().expect("db").begin_write().expect("txn");
         {
             let mut t = txn.open_table(AUDIT).expect("table");
             let last = t.last().expect("last").expect("row").0.value();
