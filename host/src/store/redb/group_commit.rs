@@ -440,6 +440,77 @@ mod tests {
         }
     }
 
+    /// An in-memory file whose writes and syncs fail while `fail` is set.
+    #[derive(Debug)]
+    struct Flaky {
+        inner: Arc<redb::backends::InMemoryBackend>,
+        fail: Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    impl Flaky {
+        fn check(&self) -> std::io::Result<()> {
+            if self.fail.load(Ordering::SeqCst) { Err(std::io::Error::from_raw_os_error(27)) } else { Ok(()) }
+        }
+    }
+
+    impl redb::StorageBackend for Flaky {
+        fn len(&self) -> std::io::Result<u64> {
+            self.inner.len()
+        }
+        fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+            self.inner.read(offset, out)
+        }
+        fn set_len(&self, len: u64) -> std::io::Result<()> {
+            self.check()?;
+            self.inner.set_len(len)
+        }
+        fn sync_data(&self) -> std::io::Result<()> {
+            self.check()?;
+            self.inner.sync_data()
+        }
+        fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+            self.check()?;
+            self.inner.write(offset, data)
+        }
+    }
+
+    fn put(gc: &GroupCommit, k: &'static str, n: u64) -> impl std::future::Future<Output = StoreResult<()>> {
+        gc.write(move |txn| {
+            txn.open_table(QUOTA)
+                .map_err(|e| StoreError::Backend(e.to_string()))?
+                .insert(k, n)
+                .map_err(|e| StoreError::Backend(e.to_string()))?;
+            Ok(())
+        })
+    }
+
+    #[tokio::test]
+    async fn after_an_io_error_the_writer_reopens_and_reports_until_a_commit_succeeds() {
+        let memory = Arc::new(redb::backends::InMemoryBackend::new());
+        let fail = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let open = {
+            let (memory, fail) = (memory.clone(), fail.clone());
+            move || redb::Database::builder().create_with_backend(Flaky { inner: memory.clone(), fail: fail.clone() })
+        };
+        let first = open().expect("open");
+        let slot = Arc::new(Slot::with_opener(first, Box::new(move || Ok(open()?))));
+        let gc = GroupCommit::start(slot.clone(), Durability::Immediate, None).expect("start");
+        put(&gc, "acknowledged", 1).await.expect("a healthy commit");
+        assert_eq!(slot.failure(), None);
+
+        fail.store(true, Ordering::SeqCst);
+        let r = put(&gc, "lost", 2).await;
+        assert!(matches!(r, Err(StoreError::Backend(_))), "{r:?}");
+        assert!(slot.failure().is_some(), "the failed commit is reported");
+        // redb alone would refuse every write from now on ("Previous I/O error").
+        fail.store(false, Ordering::SeqCst);
+        put(&gc, "after", 3).await.expect("a write after the disk recovered commits on the reopened database");
+        assert_eq!(slot.failure(), None, "a commit that succeeds clears the report");
+        assert_eq!(count(&slot, "acknowledged"), 1, "acknowledged data survives the reopen");
+        assert_eq!(count(&slot, "lost"), 0, "the failed commit left nothing");
+        assert_eq!(count(&slot, "after"), 3);
+    }
+
     #[tokio::test]
     async fn counts_ride_with_the_next_write_and_commit_alone_when_idle() {
         let (_dir, db) = open();

@@ -35,10 +35,13 @@ const CACHE_BYTES: usize = 8 * 1024 * 1024;
 /// it leaves the rest to the next attempt.
 const READERS_LET_GO: Duration = Duration::from_millis(500);
 
+/// Opens the database again (the file, or in tests a backend that fails on demand).
+pub type Opener = Box<dyn Fn() -> anyhow::Result<Database> + Send + Sync>;
+
 /// The database of a redb store, and the state of its writes.
 pub struct Slot {
     db: ArcSwapOption<Database>,
-    path: PathBuf,
+    open: Opener,
     /// Set while the last commit failed; checked on every commit without a lock.
     failing: AtomicBool,
     /// Why the last commit failed.
@@ -58,10 +61,16 @@ pub fn open_file(path: &Path) -> anyhow::Result<Database> {
 }
 
 impl Slot {
+    /// The database open at `path`, reopened from there.
     pub fn new(db: Database, path: &Path) -> Self {
+        let path: PathBuf = path.to_path_buf();
+        Self::with_opener(db, Box::new(move || open_file(&path)))
+    }
+
+    pub fn with_opener(db: Database, open: Opener) -> Self {
         Slot {
             db: ArcSwapOption::from_pointee(db),
-            path: path.to_path_buf(),
+            open,
             failing: AtomicBool::new(false),
             failure: Mutex::new(None),
             closing: Mutex::new(None),
@@ -114,9 +123,9 @@ impl Slot {
             }
         }
         *closing = None;
-        let db = open_file(&self.path).map_err(|e| format!("{e:#}"))?;
+        let db = (self.open)().map_err(|e| format!("{e:#}"))?;
         self.db.store(Some(Arc::new(db)));
-        tracing::warn!(path = %self.path.display(), "storage: reopened the database after an I/O error");
+        tracing::warn!("storage: reopened the database after an I/O error");
         Ok(())
     }
 }
