@@ -30,7 +30,7 @@ fn main() {
     let t0 = Instant::now();
     let batch = 20_000u64;
     for b in 0..RECORDS / batch {
-        let txn = store.database().begin_write().expect("txn");
+        let txn = store.database().expect("db").begin_write().expect("txn");
         for i in 0..batch {
             let n = b * batch + i;
             let entry =

@@ -51,6 +51,8 @@ pub struct Shared {
     pub started: Instant,
     /// Chat requests being served, against `chat.max_in_flight`.
     pub admission: Arc<crate::chat::admission::Admission>,
+    /// Open streams, cut with an error frame when the shutdown grace ends.
+    pub streams: Arc<crate::chat::cutoff::Streams>,
     /// The plugins' config texts for the current config snapshot.
     pub config_texts: crate::chat::config_texts::ConfigTexts,
 }

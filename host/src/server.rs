@@ -17,6 +17,7 @@ pub mod peers;
 /// Run the server until SIGTERM or SIGINT, then drain and flush.
 pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> anyhow::Result<()> {
     let started = Instant::now();
+    catch_file_size_signal();
     let receipts = Arc::new(crate::receipts::Signer25519::load_or_create(&config.data_dir)?);
     let store = Arc::new(RedbStore::open_with(&config.data_dir, config.durable_writes, Some(receipts.clone()))?);
     match bootstrap::ensure_admin(store.as_ref()).await? {
@@ -63,6 +64,7 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> any
         webhooks: webhooks.clone(),
         started,
         admission: Default::default(),
+        streams: Default::default(),
         config_texts: Default::default(),
     });
     crate::chat::policy_select::log_stored_defaults(app.store.as_ref(), app.adapters.snapshot().as_ref());
@@ -83,10 +85,26 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> any
     shutdown_signal().await;
     tracing::info!("shutting down: no new connections, finishing requests in flight");
     let _ = stop_tx.send(true);
-    match tokio::time::timeout(grace, server).await {
+    let mut server = server;
+    match tokio::time::timeout(grace, &mut server).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::error!(error = %e, "server task failed"),
-        Err(_) => tracing::warn!(grace_ms = grace.as_millis() as u64, "requests still running after the grace period; stopping anyway"),
+        Err(_) => {
+            // Streams still open are cut with an error frame, and their
+            // outcomes committed, before the store closes.
+            let open = app.streams.open_count();
+            tracing::warn!(
+                grace_ms = grace.as_millis() as u64,
+                streams = open,
+                "requests still running after the grace period; cutting streams"
+            );
+            app.streams.cut();
+            if !app.streams.ended(CUT_STREAMS_END).await {
+                tracing::error!(streams = app.streams.open_count(), "streams still running after the cut; their outcomes are lost");
+            }
+            // Let the connections write the last frames.
+            let _ = tokio::time::timeout(crate::chat::cutoff::LAST_FRAMES, &mut server).await;
+        }
     }
     webhooks.shutdown().await;
     sweeper.abort();
@@ -94,6 +112,9 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> any
     tracing::info!("storage flushed; bye");
     Ok(())
 }
+
+/// How long cut streams get to send their last frames and commit their outcomes.
+const CUT_STREAMS_END: Duration = Duration::from_secs(5);
 
 /// Accept connections until `stop` turns true, then let the open ones finish.
 ///
@@ -283,6 +304,19 @@ async fn accept_error(e: std::io::Error) {
     }
     tracing::error!(error = %e, "accept failed; pausing for a second");
     tokio::time::sleep(Duration::from_secs(1)).await;
+}
+
+/// A write past a file-size limit (`ulimit -f`, systemd's `LimitFSIZE`)
+/// raises SIGXFSZ, whose default action kills the process with a core dump.
+/// Caught, the write fails with EFBIG instead, which the store handles like
+/// any storage I/O error: it reports itself degraded and reopens the database
+/// (docs/decisions/storage-failures.md). tokio's handler stays installed for
+/// the life of the process.
+fn catch_file_size_signal() {
+    #[cfg(unix)]
+    if let Err(e) = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::from_raw(libc::SIGXFSZ)) {
+        tracing::warn!(error = %e, "cannot catch SIGXFSZ; a write past a file-size limit will stop the process");
+    }
 }
 
 async fn shutdown_signal() {

@@ -14,7 +14,7 @@ fn a_v1_data_dir_migrates_to_the_current_schema() {
     let secret = std::fs::read_to_string(fixtures.join("schema-v1.key")).expect("key");
 
     let store = RedbStore::open(dir.path(), true).expect("open and migrate");
-    assert_eq!(schema::version(store.database()).expect("version"), schema::CURRENT);
+    assert_eq!(schema::version(&store.database().expect("db")).expect("version"), schema::CURRENT);
     const { assert!(schema::CURRENT >= 2) };
 
     // The data is there.

@@ -16,8 +16,14 @@ use crate::app::AppState;
     )
 )]
 pub async fn health(State(app): State<AppState>) -> (StatusCode, Json<Value>) {
+    // Not only "answers reads": a store whose last commit failed is
+    // degraded until one succeeds (docs/decisions/storage-failures.md).
     let storage_ok = app.store.healthy();
     let status = if storage_ok { StatusCode::OK } else { StatusCode::SERVICE_UNAVAILABLE };
+    let mut storage = json!({ "ok": storage_ok });
+    if let Some(why) = app.store.storage_failure() {
+        storage["error"] = json!(format!("the last commit failed: {why}"));
+    }
     (
         status,
         Json(json!({
@@ -25,7 +31,7 @@ pub async fn health(State(app): State<AppState>) -> (StatusCode, Json<Value>) {
             "version": env!("CARGO_PKG_VERSION"),
             "uptime_seconds": app.started.elapsed().as_secs(),
             "plugins": { "loaded": app.plugins.snapshot().len() },
-            "storage": { "ok": storage_ok },
+            "storage": storage,
         })),
     )
 }

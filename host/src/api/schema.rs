@@ -329,7 +329,7 @@ pub struct Health {
     pub uptime_seconds: u64,
     /// `{loaded}`
     pub plugins: Value,
-    /// `{ok}`
+    /// `{ok}`, and `error` (why the last commit failed) while commits fail
     pub storage: Value,
 }
 

@@ -5,6 +5,7 @@ pub mod admission;
 pub mod breaker;
 pub mod chain;
 pub mod config_texts;
+pub mod cutoff;
 pub mod engine;
 pub mod format;
 pub mod guard;

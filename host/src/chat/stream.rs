@@ -17,10 +17,11 @@ use std::sync::Arc;
 use axum::body::{Body, Bytes};
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use super::admission::Slot;
 use super::chain::{self, ChainResult};
+use super::cutoff;
 use super::engine::{self, OpenStream};
 use super::format::Format;
 use super::handler::{Prepared, Reply, exhausted_error, failover_events, finish, policy_skip};
@@ -92,6 +93,7 @@ pub async fn serve(app: AppState, ctx: AuthContext, mut p: Prepared, mut secured
         prepared: p,
         secured: Arc::new(secured),
         _slot: slot,
+        cut: app.streams.open(),
     };
     tokio::spawn(job.run(open, tx));
     let body =
@@ -116,6 +118,8 @@ struct Pump {
     secured: Arc<Guarded>,
     /// The stream's place under `chat.max_in_flight`, freed when the pump ends.
     _slot: Slot,
+    /// The shutdown cut; dropped (with its clones) once the outcome is committed.
+    cut: watch::Receiver<bool>,
 }
 
 /// Sends frames and keeps a copy for idempotent replay.
@@ -123,6 +127,8 @@ struct Sink {
     tx: mpsc::Sender<Bytes>,
     record: Option<String>,
     client_gone: bool,
+    /// Turns true when the shutdown grace ends (`cutoff`).
+    cut: watch::Receiver<bool>,
 }
 
 impl Sink {
@@ -133,7 +139,18 @@ impl Sink {
         if let Some(r) = &mut self.record {
             r.push_str(&frame);
         }
-        if self.tx.send(Bytes::from(frame)).await.is_err() {
+        let frame = Bytes::from(frame);
+        // A client that stops reading must not keep the stream (and its
+        // outcome) from ending once the grace is over.
+        let delivered = if *self.cut.borrow() {
+            matches!(tokio::time::timeout(cutoff::LAST_FRAMES, self.tx.send(frame)).await, Ok(Ok(())))
+        } else {
+            tokio::select! {
+                sent = self.tx.send(frame) => sent.is_ok(),
+                _ = self.cut.wait_for(|c| *c) => false,
+            }
+        };
+        if !delivered {
             self.client_gone = true;
         }
     }
@@ -205,7 +222,8 @@ impl Emitter {
 
 impl Pump {
     async fn run(mut self, mut open: OpenStream, tx: mpsc::Sender<Bytes>) {
-        let mut sink = Sink { tx, record: self.guard.as_ref().map(|_| String::new()), client_gone: false };
+        let mut cut = self.cut.clone();
+        let mut sink = Sink { tx, record: self.guard.as_ref().map(|_| String::new()), client_gone: false, cut: self.cut.clone() };
         let mut em = Emitter {
             format: self.prepared.format,
             rid: self.prepared.request_id.clone(),
@@ -224,6 +242,7 @@ impl Pump {
         }
 
         let mut failure = None;
+        let mut shutdown = false;
         for piece in std::mem::take(&mut open.first) {
             em.piece(&mut sink, &piece).await;
         }
@@ -231,6 +250,10 @@ impl Pump {
             let next = tokio::select! {
                 _ = sink.tx.closed() => {
                     sink.client_gone = true;
+                    break;
+                }
+                _ = cut.wait_for(|c| *c) => {
+                    shutdown = true;
                     break;
                 }
                 r = open.next_piece_timed() => r,
@@ -261,6 +284,11 @@ impl Pump {
             sink.send(em.format.failure("output_blocked", msg, &em.rid)).await;
         } else {
             match &failure {
+                None if shutdown => {
+                    let msg = "the server is shutting down: the answer stops here and what was generated is billed; \
+                               send the request again (the same Idempotency-Key replays this answer)";
+                    sink.send(em.format.failure(cutoff::CODE, msg, &em.rid)).await;
+                }
                 Some(e) => {
                     let code = if e.trigger == Trigger::Timeout { "timeout" } else { "upstream_error" };
                     let msg = format!("the model stopped mid-answer: {}", e.message);
@@ -276,7 +304,7 @@ impl Pump {
         };
         let verdict = if em.leaked {
             "canary_leaked"
-        } else if failure.is_some() {
+        } else if failure.is_some() || shutdown {
             "interrupted"
         } else {
             self.secured.verdict

@@ -91,13 +91,36 @@ pub struct ChainReport {
     /// The first record whose hash or back-link does not match, if any.
     pub first_break: Option<String>,
     pub detail: Option<String>,
+    /// Every break found: the walk goes on past one, so a first break does not hide the next.
+    pub breaks: u64,
+    /// The first [`ChainReport::LISTED`] breaks, in chain order.
+    pub broken: Vec<ChainBreak>,
+}
+
+impl ChainReport {
+    /// Most breaks listed one by one.
+    pub const LISTED: usize = 100;
+}
+
+/// One record that does not verify.
+#[derive(Debug, Clone, serde::Serialize, PartialEq)]
+pub struct ChainBreak {
+    /// 1-based position in the chain.
+    pub position: u64,
+    pub id: String,
+    pub detail: String,
 }
 
 /// The storage interface of the host.
 #[async_trait]
 pub trait Store: Send + Sync + 'static {
-    /// True when the store answers reads (for `/health`).
+    /// True when the store answers reads and its last commit did not fail (for `/health`).
     fn healthy(&self) -> bool;
+
+    /// Why the last commit failed, while commits fail (for `/health`).
+    fn storage_failure(&self) -> Option<String> {
+        None
+    }
 
     // Users
     async fn create_user(&self, user: User, audit: AuditEntry) -> StoreResult<User>;

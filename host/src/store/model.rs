@@ -156,6 +156,9 @@ pub struct AuditRecord {
     pub outcome: String,
     /// Hex SHA-256 of the previous record (`"0"*64` for the first).
     pub prev_hash: String,
-    /// Hex SHA-256 over `prev_hash` and this record's content.
+    /// Hex SHA-256 over `prev_hash` and this record's content. Stored apart
+    /// from the content (see `store::redb::audit`), so the content's JSON
+    /// leaves it out when empty.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     pub hash: String,
 }

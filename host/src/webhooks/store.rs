@@ -473,7 +473,7 @@ fn outbox_head(txn: &WriteTransaction) -> StoreResult<u64> {
 
 impl RedbStore {
     fn wh_read<T>(&self, f: impl FnOnce(&redb::ReadTransaction) -> StoreResult<T>) -> StoreResult<T> {
-        let txn = self.database().begin_read().map_err(backend)?;
+        let txn = self.database()?.begin_read().map_err(backend)?;
         f(&txn)
     }
 }

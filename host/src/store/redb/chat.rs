@@ -364,7 +364,7 @@ mod tests {
             })
             .await
             .expect("insert");
-        let (found, next) = idempotency_not_live(&store.db, None, 10, Utc::now()).expect("scan");
+        let (found, next) = idempotency_not_live(&store.db.get().expect("db"), None, 10, Utc::now()).expect("scan");
         assert_eq!((found.clone(), next), (vec!["k1/x".to_owned()], None));
         // A request claims the key between the scan and the delete.
         assert_eq!(store.idempotency_claim("k1/x", record(3600, in_flight(30))).await.expect("claim"), Claim::Claimed);
@@ -407,7 +407,7 @@ mod tests {
         assert!(store.receipt("rcpt_missing").expect("read").is_none());
 
         // Two batches, each stored once; a batched row carries no signature or path.
-        let txn = store.db.begin_read().expect("read");
+        let txn = store.db.get().expect("db").begin_read().expect("read");
         assert_eq!(redb::ReadableTableMetadata::len(&txn.open_table(RECEIPT_BATCHES).expect("table")).expect("len"), 2);
         let t = txn.open_table(RECEIPTS).expect("table");
         let row = t.get("arcpt_3").expect("get").expect("row");

@@ -23,6 +23,13 @@
 //! same transaction — one Ed25519 signature per commit instead of one per
 //! request, and a receipt is signed before it is durable.
 //!
+//! A transaction that cannot begin or commit is a storage failure: the slot
+//! records it (for `/health`) and the writer reopens the database, since
+//! redb refuses every write after an I/O error until then (see `slot`). A
+//! batch that could not begin is run once more on the reopened database; a
+//! failed commit is answered with its error, never run again (its fate on
+//! disk is redb's to settle on reopen, and a second run could apply it twice).
+//!
 //! Each write is a closure that must check its preconditions before it
 //! changes anything. If one of them fails anyway, the transaction is thrown
 //! away and the batch is run again without it, so a failed write never leaves
@@ -33,9 +40,10 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use redb::{Database, Durability, ReadableTable, WriteTransaction};
+use redb::{Durability, ReadableTable, WriteTransaction};
 use tokio::sync::{Notify, mpsc, oneshot};
 
+use super::slot::Slot;
 use super::tables::QUOTA;
 use crate::receipts::{Receipt, ReceiptSealer};
 use crate::store::{StoreError, StoreResult};
@@ -90,7 +98,7 @@ impl Drop for CountTimer {
 impl GroupCommit {
     /// Start the writer; `sealer` signs the receipts of writes that carry one
     /// (without it such a write fails).
-    pub fn start(db: Arc<Database>, durability: Durability, sealer: Option<Arc<dyn ReceiptSealer>>) -> std::io::Result<Self> {
+    pub fn start(db: Arc<Slot>, durability: Durability, sealer: Option<Arc<dyn ReceiptSealer>>) -> std::io::Result<Self> {
         let (tx, rx) = mpsc::channel::<Job>(QUEUE);
         let counts = Counts::default();
         let commits = Arc::new(AtomicU64::new(0));
@@ -192,7 +200,7 @@ async fn count_timer(started: Arc<Notify>, counts: Counts, tx: mpsc::WeakSender<
 
 /// What the writer thread owns.
 struct Writer {
-    db: Arc<Database>,
+    db: Arc<Slot>,
     durability: Durability,
     counts: Counts,
     commits: Arc<AtomicU64>,
@@ -257,7 +265,7 @@ fn writer_loop(w: Writer, mut rx: mpsc::Receiver<Job>) {
 /// fails are answered with their error and the rest run again in a fresh
 /// transaction. Counts that cannot be committed are put back for the next batch.
 fn run_batch(w: &Writer, batch: &mut Vec<Job>) {
-    let (db, durability, counts) = (&*w.db, w.durability, &w.counts);
+    let (durability, counts) = (w.durability, &w.counts);
     let pending_counts = std::mem::take(&mut *counts.lock().unwrap_or_else(|p| p.into_inner()));
     let mut pending: Vec<Job> = std::mem::take(batch);
     // Wake-ups carry nothing of their own.
@@ -272,10 +280,26 @@ fn run_batch(w: &Writer, batch: &mut Vec<Job>) {
     if pending.is_empty() && pending_counts.is_empty() {
         return;
     }
+    // One more run of the batch on a reopened database, if it could not begin.
+    let mut may_retry = true;
     let committed = loop {
+        let db = match w.db.get() {
+            Ok(db) => db,
+            Err(_) => match w.db.reopen() {
+                Ok(()) => continue,
+                Err(e) => break fail_all(pending, &format!("storage unavailable: reopening the database failed: {e}")),
+            },
+        };
         let mut txn = match db.begin_write() {
             Ok(t) => t,
-            Err(e) => break fail_all(pending, &format!("begin write: {e}")),
+            Err(e) => {
+                let why = format!("begin write: {e}");
+                drop(db);
+                if storage_failed(&w.db, &why) && std::mem::take(&mut may_retry) {
+                    continue;
+                }
+                break fail_all(pending, &why);
+            }
         };
         if let Err(e) = txn.set_durability(durability) {
             break fail_all(pending, &format!("set durability: {e}"));
@@ -315,6 +339,7 @@ fn run_batch(w: &Writer, batch: &mut Vec<Job>) {
         let committing = std::time::Instant::now();
         match txn.commit() {
             Ok(()) => {
+                w.db.commit_succeeded();
                 w.commits.fetch_add(1, Ordering::Relaxed);
                 let m = crate::metrics::get();
                 m.store_commit_duration.observe(committing.elapsed().as_secs_f64());
@@ -325,13 +350,31 @@ fn run_batch(w: &Writer, batch: &mut Vec<Job>) {
                 }
                 break true;
             }
-            Err(e) => break fail_all(pending, &format!("commit: {e}")),
+            Err(e) => {
+                let why = format!("commit: {e}");
+                drop(db);
+                storage_failed(&w.db, &why);
+                break fail_all(pending, &why);
+            }
         }
     };
     if !committed && !pending_counts.is_empty() {
         let mut counts = counts.lock().unwrap_or_else(|p| p.into_inner());
         for (k, n) in pending_counts {
             *counts.entry(k).or_insert(0) += n;
+        }
+    }
+}
+
+/// A transaction could not begin or commit: record it and reopen the
+/// database. True if it is open again.
+fn storage_failed(db: &Slot, why: &str) -> bool {
+    db.commit_failed(why);
+    match db.reopen() {
+        Ok(()) => true,
+        Err(e) => {
+            tracing::error!(error = %e, "storage: reopening the database failed; the next write tries again");
+            false
         }
     }
 }
@@ -381,19 +424,91 @@ mod tests {
 
     use crate::store::redb::tables::RECEIPTS;
 
-    fn open() -> (tempfile::TempDir, Arc<Database>) {
+    fn open() -> (tempfile::TempDir, Arc<Slot>) {
         let dir = tempfile::tempdir().expect("tempdir");
-        let db = Database::create(dir.path().join("t.redb")).expect("db");
-        (dir, Arc::new(db))
+        let path = dir.path().join("t.redb");
+        let db = redb::Database::create(&path).expect("db");
+        (dir, Arc::new(Slot::new(db, &path)))
     }
 
-    fn count(db: &Database, k: &str) -> u64 {
-        let txn = db.begin_read().expect("read");
+    fn count(db: &Slot, k: &str) -> u64 {
+        let txn = db.get().expect("db").begin_read().expect("read");
         match txn.open_table(QUOTA) {
             Ok(t) => t.get(k).expect("get").map(|v| v.value()).unwrap_or(0),
             Err(redb::TableError::TableDoesNotExist(_)) => 0,
             Err(e) => panic!("{e}"),
         }
+    }
+
+    /// An in-memory file whose writes and syncs fail while `fail` is set.
+    #[derive(Debug)]
+    struct Flaky {
+        inner: Arc<redb::backends::InMemoryBackend>,
+        fail: Arc<std::sync::atomic::AtomicBool>,
+    }
+
+    impl Flaky {
+        fn check(&self) -> std::io::Result<()> {
+            if self.fail.load(Ordering::SeqCst) { Err(std::io::Error::from_raw_os_error(27)) } else { Ok(()) }
+        }
+    }
+
+    impl redb::StorageBackend for Flaky {
+        fn len(&self) -> std::io::Result<u64> {
+            self.inner.len()
+        }
+        fn read(&self, offset: u64, out: &mut [u8]) -> std::io::Result<()> {
+            self.inner.read(offset, out)
+        }
+        fn set_len(&self, len: u64) -> std::io::Result<()> {
+            self.check()?;
+            self.inner.set_len(len)
+        }
+        fn sync_data(&self) -> std::io::Result<()> {
+            self.check()?;
+            self.inner.sync_data()
+        }
+        fn write(&self, offset: u64, data: &[u8]) -> std::io::Result<()> {
+            self.check()?;
+            self.inner.write(offset, data)
+        }
+    }
+
+    fn put(gc: &GroupCommit, k: &'static str, n: u64) -> impl std::future::Future<Output = StoreResult<()>> {
+        gc.write(move |txn| {
+            txn.open_table(QUOTA)
+                .map_err(|e| StoreError::Backend(e.to_string()))?
+                .insert(k, n)
+                .map_err(|e| StoreError::Backend(e.to_string()))?;
+            Ok(())
+        })
+    }
+
+    #[tokio::test]
+    async fn after_an_io_error_the_writer_reopens_and_reports_until_a_commit_succeeds() {
+        let memory = Arc::new(redb::backends::InMemoryBackend::new());
+        let fail = Arc::new(std::sync::atomic::AtomicBool::new(false));
+        let open = {
+            let (memory, fail) = (memory.clone(), fail.clone());
+            move || redb::Database::builder().create_with_backend(Flaky { inner: memory.clone(), fail: fail.clone() })
+        };
+        let first = open().expect("open");
+        let slot = Arc::new(Slot::with_opener(first, Box::new(move || Ok(open()?))));
+        let gc = GroupCommit::start(slot.clone(), Durability::Immediate, None).expect("start");
+        put(&gc, "acknowledged", 1).await.expect("a healthy commit");
+        assert_eq!(slot.failure(), None);
+
+        fail.store(true, Ordering::SeqCst);
+        let r = put(&gc, "lost", 2).await;
+        assert!(matches!(r, Err(StoreError::Backend(_))), "{r:?}");
+        assert!(slot.failure().is_some(), "the failed commit is reported");
+        // redb alone would refuse every write from now on ("Previous I/O error").
+        fail.store(false, Ordering::SeqCst);
+        put(&gc, "after", 3).await.expect("a write after the disk recovered commits on the reopened database");
+        assert_eq!(slot.failure(), None, "a commit that succeeds clears the report");
+        assert_eq!(count(&slot, "acknowledged"), 1, "acknowledged data survives the reopen");
+        assert_eq!(count(&slot, "lost"), 0, "the failed commit left nothing");
+        assert_eq!(count(&slot, "after"), 3);
     }
 
     #[tokio::test]
@@ -453,8 +568,8 @@ mod tests {
         crate::receipts::sample(id)
     }
 
-    fn stored(db: &Database, id: &str) -> bool {
-        let txn = db.begin_read().expect("read");
+    fn stored(db: &Slot, id: &str) -> bool {
+        let txn = db.get().expect("db").begin_read().expect("read");
         txn.open_table(RECEIPTS).ok().and_then(|t| t.get(id).expect("get")).is_some()
     }
 

@@ -7,6 +7,7 @@ mod chat;
 mod group_commit;
 mod key_cache;
 pub mod schema;
+pub mod slot;
 pub mod tables;
 
 use std::path::{Path, PathBuf};
@@ -29,13 +30,6 @@ use crate::auth::keys::KeyHash;
 /// File name of the database inside the data dir.
 pub const DB_FILE: &str = "gatehouse.redb";
 
-/// redb's page cache (at most half of it buffers writes before a commit).
-/// Its default (1 GiB) lets resident memory follow the file's growth for as
-/// long as the server runs (the soak saw +50 % in ten minutes); 8 MiB keeps
-/// the hot pages (keys, limit counters, recent outbox) and leaves the rest to
-/// the operating system's page cache.
-const CACHE_BYTES: usize = 8 * 1024 * 1024;
-
 pub(crate) fn backend<E: std::fmt::Display>(e: E) -> StoreError {
     StoreError::Backend(e.to_string())
 }
@@ -50,7 +44,8 @@ pub(crate) fn decode<T: DeserializeOwned>(bytes: &[u8]) -> StoreResult<T> {
 
 /// redb-backed [`Store`].
 pub struct RedbStore {
-    db: Arc<Database>,
+    /// The database; reopened by the writer after a storage I/O error.
+    db: Arc<slot::Slot>,
     writer: GroupCommit,
     path: PathBuf,
     keys: key_cache::KeyCache,
@@ -68,14 +63,9 @@ impl RedbStore {
     pub fn open_with(data_dir: &Path, durable: bool, sealer: Option<Arc<dyn crate::receipts::ReceiptSealer>>) -> anyhow::Result<Self> {
         std::fs::create_dir_all(data_dir).map_err(|e| anyhow::anyhow!("cannot create data dir {}: {e}", data_dir.display()))?;
         let path = data_dir.join(DB_FILE);
-        let db = Database::builder().set_cache_size(CACHE_BYTES).create(&path).map_err(|e| match e {
-            redb::DatabaseError::DatabaseAlreadyOpen => {
-                anyhow::anyhow!("{} is in use by another gatehouse process (stop the server first)", path.display())
-            }
-            other => anyhow::anyhow!("cannot open {}: {other}", path.display()),
-        })?;
+        let db = slot::open_file(&path)?;
         schema::prepare(&db)?;
-        let db = Arc::new(db);
+        let db = Arc::new(slot::Slot::new(db, &path));
         let durability = if durable { Durability::Immediate } else { Durability::None };
         let writer = GroupCommit::start(db.clone(), durability, sealer)?;
         Ok(RedbStore { db, writer, path, keys: key_cache::KeyCache::default() })
@@ -85,9 +75,10 @@ impl RedbStore {
         &self.path
     }
 
-    /// The underlying database, for modules that keep tables of their own.
-    pub fn database(&self) -> &Arc<Database> {
-        &self.db
+    /// The underlying database, for modules that keep tables of their own
+    /// (an error while it is being reopened after a storage I/O error).
+    pub fn database(&self) -> StoreResult<Arc<Database>> {
+        self.db.get()
     }
 
     /// The group-commit writer, for modules that keep tables of their own.
@@ -101,7 +92,7 @@ impl RedbStore {
     }
 
     fn read_json<T: DeserializeOwned>(&self, def: redb::TableDefinition<&str, &[u8]>, id: &str) -> StoreResult<Option<T>> {
-        let txn = self.db.begin_read().map_err(backend)?;
+        let txn = self.db.get()?.begin_read().map_err(backend)?;
         let table = txn.open_table(def).map_err(backend)?;
         match table.get(id).map_err(backend)? {
             Some(v) => Ok(Some(decode(v.value())?)),
@@ -110,7 +101,7 @@ impl RedbStore {
     }
 
     fn read_all<T: DeserializeOwned>(&self, def: redb::TableDefinition<&str, &[u8]>) -> StoreResult<Vec<T>> {
-        let txn = self.db.begin_read().map_err(backend)?;
+        let txn = self.db.get()?.begin_read().map_err(backend)?;
         let table = txn.open_table(def).map_err(backend)?;
         let mut out = Vec::with_capacity(table.len().map_err(backend)? as usize);
         for item in table.iter().map_err(backend)? {
@@ -140,8 +131,12 @@ fn get<T: DeserializeOwned>(txn: &WriteTransaction, def: redb::TableDefinition<&
 
 #[async_trait]
 impl Store for RedbStore {
+    fn storage_failure(&self) -> Option<String> {
+        self.db.failure()
+    }
+
     fn healthy(&self) -> bool {
-        self.db.begin_read().map(|t| t.open_table(META).is_ok()).unwrap_or(false)
+        self.db.failure().is_none() && self.db.get().is_ok_and(|db| db.begin_read().is_ok_and(|t| t.open_table(META).is_ok()))
     }
 
     async fn create_user(&self, user: User, audit: AuditEntry) -> StoreResult<User> {
@@ -196,7 +191,7 @@ impl Store for RedbStore {
     }
 
     fn list_groups(&self) -> StoreResult<Vec<(Group, Vec<String>)>> {
-        let txn = self.db.begin_read().map_err(backend)?;
+        let txn = self.db.get()?.begin_read().map_err(backend)?;
         let groups = txn.open_table(GROUPS).map_err(backend)?;
         let members = txn.open_table(MEMBERS).map_err(backend)?;
         let mut out = Vec::new();
@@ -327,7 +322,7 @@ impl Store for RedbStore {
             return Ok(Some(hit));
         }
         let generation = self.keys.generation();
-        let txn = self.db.begin_read().map_err(backend)?;
+        let txn = self.db.get()?.begin_read().map_err(backend)?;
         let hashes = txn.open_table(KEY_HASHES).map_err(backend)?;
         let Some(id) = hashes.get(&hash.0).map_err(backend)? else {
             return Ok(None);
@@ -358,11 +353,11 @@ impl Store for RedbStore {
     }
 
     fn audit_query(&self, q: &AuditQuery) -> StoreResult<(Vec<AuditRecord>, u64)> {
-        audit::query(&self.db, q)
+        audit::query(&*self.db.get()?, q)
     }
 
     fn verify_audit_chain(&self) -> StoreResult<ChainReport> {
-        audit::verify(&self.db)
+        audit::verify(&*self.db.get()?)
     }
 
     async fn finish_request(&self, mut outcome: RequestOutcome) -> StoreResult<()> {
@@ -376,15 +371,15 @@ impl Store for RedbStore {
     }
 
     fn quota_counts(&self, key_id: &str, windows: &[String]) -> StoreResult<Vec<u64>> {
-        chat::quota_counts(&self.db, key_id, windows)
+        chat::quota_counts(&*self.db.get()?, key_id, windows)
     }
 
     fn usage_totals(&self) -> StoreResult<(crate::store::UsageRows, crate::store::UsageRows)> {
-        chat::usage_totals(&self.db)
+        chat::usage_totals(&*self.db.get()?)
     }
 
     fn idempotency_get(&self, scope: &str) -> StoreResult<Option<IdempotencyRecord>> {
-        chat::idempotency_get(&self.db, scope)
+        chat::idempotency_get(&*self.db.get()?, scope)
     }
 
     async fn idempotency_claim(&self, scope: &str, record: IdempotencyRecord) -> StoreResult<Claim> {
@@ -400,7 +395,7 @@ impl Store for RedbStore {
     async fn idempotency_sweep(&self, after: Option<String>, limit: usize) -> StoreResult<crate::store::SweepPage> {
         // Candidates are found in a read transaction, so the writer, which
         // every request waits on, only re-checks and deletes the few found.
-        let (candidates, next) = chat::idempotency_not_live(&self.db, after.as_deref(), limit, chrono::Utc::now())?;
+        let (candidates, next) = chat::idempotency_not_live(&*self.db.get()?, after.as_deref(), limit, chrono::Utc::now())?;
         let removed = if candidates.is_empty() {
             0
         } else {
@@ -414,10 +409,10 @@ impl Store for RedbStore {
     }
 
     fn receipt(&self, bundle_id: &str) -> StoreResult<Option<crate::receipts::SignedReceipt>> {
-        chat::receipt(&self.db, bundle_id)
+        chat::receipt(&*self.db.get()?, bundle_id)
     }
 
     fn outbox_after(&self, after: u64, limit: usize) -> StoreResult<Vec<(u64, OutboxEvent)>> {
-        chat::outbox_after(&self.db, after, limit)
+        chat::outbox_after(&*self.db.get()?, after, limit)
     }
 }

@@ -12,7 +12,11 @@
 //! `receipt_batches`: a commit's batch signature and leaves stored once, its
 //! receipts stored with their place in it (receipts written before keep their
 //! inline path and read as they were, so nothing moves; an older build, which
-//! would serve the new rows unverifiable, refuses the file).
+//! would serve the new rows unverifiable, refuses the file). v4 — audit
+//! records in format 2 (hash stored beside the content bytes it covers; see
+//! `audit`): records written before keep format 1 and their hashes, and a
+//! marker record starts format 2 with the next append; an older build, which
+//! cannot read format 2, refuses the file.
 
 use redb::{Database, ReadableTable};
 
@@ -20,7 +24,7 @@ use super::tables::*;
 use super::{backend, decode, encode};
 
 /// The layout this build writes.
-pub const CURRENT: u32 = 3;
+pub const CURRENT: u32 = 4;
 
 /// Create missing tables, check the version and migrate.
 pub fn prepare(db: &Database) -> anyhow::Result<()> {
@@ -75,7 +79,7 @@ fn index_audit(txn: &redb::WriteTransaction) -> anyhow::Result<()> {
     for item in audit.iter()? {
         let (k, v) = item?;
         let (micros, seq) = k.value();
-        let record: crate::store::model::AuditRecord = decode(v.value())?;
+        let record = super::audit::decode_record(v.value())?;
         super::audit::index_record(txn, &record, micros, seq)?;
     }
     Ok(())
