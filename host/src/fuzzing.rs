@@ -57,7 +57,15 @@ fn check_chat_params(p: &ChatParams) {
     assert!(p.messages.iter().any(|m| m.role != Role::System), "no user or assistant message");
     assert!(p.messages.iter().skip(1).all(|m| m.role == Role::User || m.role == Role::Assistant));
     let total: usize = p.messages.iter().map(|m| m.content.len()).sum();
-    assert!(total <= request::MAX_CONTENT_BYTES);
+    assert!(total + crate::chat::screen::field_bytes(&p.extra, &p.stop) <= request::MAX_CONTENT_BYTES);
+    // Nothing that goes upstream still holds an invisible character to strip.
+    let clean = |s: &str| {
+        let mut t = s.to_owned();
+        crate::chat::screen::strip_invisible(&mut t);
+        t == s
+    };
+    assert!(p.messages.iter().all(|m| clean(&m.content)) && p.stop.iter().all(|s| clean(s)));
+    assert!(crate::chat::screen::FieldTexts::collect(&p.extra, &[]).texts.iter().all(|s| clean(s)));
     assert!((0.0..=2.0).contains(&p.temperature));
     assert!((1..=request::MAX_TOKENS_CAP).contains(&p.max_tokens));
     assert!(!p.index.trim().is_empty());

@@ -336,6 +336,22 @@ mod tests {
         assert_eq!(strip("déjà vu — “quoted”"), ("déjà vu — “quoted”".to_owned(), None));
     }
 
+    proptest::proptest! {
+        /// Stripping is idempotent and leaves none of the always-invisible
+        /// characters, whatever the mix of scripts, emoji and invisibles.
+        #[test]
+        fn stripping_twice_changes_nothing(parts in proptest::collection::vec(proptest::sample::select(vec![
+            "a", "Z", " ", "é", "ش", "👨", "\u{200B}", "\u{200C}", "\u{200D}", "\u{200E}", "\u{00AD}", "\u{202E}",
+            "\u{2066}", "\u{FEFF}", "\u{E0041}", "\u{E007F}", "\u{E0001}", "\u{FE0F}",
+        ]), 0..24)) {
+            let (once, _) = strip(&parts.concat());
+            let (twice, decoded) = strip(&once);
+            proptest::prop_assert_eq!(&twice, &once);
+            proptest::prop_assert_eq!(decoded, None);
+            proptest::prop_assert!(!once.chars().any(always_invisible));
+        }
+    }
+
     #[test]
     fn field_strings_are_collected_and_written_back_in_one_order() {
         let mut extra = json!({"tools": [{"type": "function", "function": {"name": "f", "description": "mail ann@example.com"}}],
