@@ -25,7 +25,7 @@ const DEFAULTS: TimeoutDefaults = TimeoutDefaults { timeout_ms: 60_000, first_to
 
 /// `POST /chat/completions` and `POST /api/external/v1/chat/completions`:
 /// the raw body through both parsers. An accepted request satisfies every
-/// limit of spec 4.1 and DECISIONS.md; a refused one has a 4xx status.
+/// limit of spec 4.1 and docs/decisions/chat-requests.md; a refused one has a 4xx status.
 pub fn chat_request(data: &[u8]) {
     match request::parse(data, DEFAULTS) {
         Ok(p) => check_chat_params(&p),

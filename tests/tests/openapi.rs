@@ -34,7 +34,7 @@ fn concrete(template: &str) -> String {
 #[tokio::test]
 async fn the_document_is_valid_openapi_3_1_and_lists_exactly_the_routes() {
     let s = Server::start();
-    // Not public (DECISIONS.md: only /health is).
+    // Not public (docs/decisions/routes-and-formats.md: only /health is).
     let anon = s.client.get(s.url("/openapi.json")).send().await.expect("send");
     assert_eq!(anon.status(), 401);
     let doc = document(&s).await;

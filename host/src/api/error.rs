@@ -268,7 +268,7 @@ impl IntoResponse for AdminError {
     }
 }
 
-/// Which format a path answers errors in (DECISIONS.md: the chat routes are flat,
+/// Which format a path answers errors in (docs/decisions/routes-and-formats.md: the chat routes are flat,
 /// everything else nested).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorFormat {

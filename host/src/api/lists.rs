@@ -231,11 +231,10 @@ pub async fn audit_logs(State(app): State<AppState>, Admin(_): Admin, Query(p): 
     })))
 }
 
-/// `GET /api/admin/audit/verify`: walk the hash chain, report the first break.
-/// `GET /api/admin/audit/verify`.
+/// `GET /api/admin/audit/verify`: walk the whole hash chain and report every break.
 #[utoipa::path(
     get, path = "/api/admin/audit/verify", tag = "admin",
-    responses((status = 200, description = "The walk of the audit hash chain; names the first broken record", body = crate::api::schema::Success<crate::api::schema::JsonObject>))
+    responses((status = 200, description = "The walk of the audit hash chain: the record count, the first break and every break found (`breaks`, `broken`)", body = crate::api::schema::Success<crate::api::schema::JsonObject>))
 )]
 pub async fn verify_audit(State(app): State<AppState>, Admin(_): Admin) -> Result<Json<Value>, AdminError> {
     let report = app.store.verify_audit_chain()?;

@@ -1,7 +1,7 @@
 //! Rate limits (per minute, per hour) and usage quotas (per UTC day, per UTC
 //! month), per key and per bucket set, in fixed calendar windows.
 //!
-//! Counting (DECISIONS.md): every authenticated request that passes the
+//! Counting (docs/decisions/limits.md): every authenticated request that passes the
 //! limiter counts, whatever its outcome; rejected requests and idempotent
 //! replays do not. Day and month counts are persisted (they ride along with
 //! the next group commit, which is no later than the commit of the request's

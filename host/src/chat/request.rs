@@ -1,5 +1,5 @@
 //! Parsing and validation of a chat completion request (spec 2.1, 4.1, 8;
-//! DECISIONS.md "Chat"). Every rule answers with the spec's status and error
+//! docs/decisions/chat-requests.md). Every rule answers with the spec's status and error
 //! text and a message that says how to fix the request.
 
 use std::collections::{BTreeSet, HashSet};

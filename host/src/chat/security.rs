@@ -1,5 +1,5 @@
-//! The security pipeline around the model chain (DECISIONS.md "Security
-//! pipeline"): policy → Prompt Shield on the input → PII/DLP → (retrieval →
+//! The security pipeline around the model chain (docs/decisions/security-pipeline.md):
+//! policy → Prompt Shield on the input → PII/DLP → (retrieval →
 //! Prompt Shield on passages) → model chain → output checks (canary, PII
 //! restore). Policies and detectors are plugins; this module owns the order,
 //! the outcomes (403 `Access denied` with the reason, events, audit records)

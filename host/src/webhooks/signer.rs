@@ -2,7 +2,7 @@
 //!
 //! `X-Gatehouse-Signature: t=<unix seconds>,v1=<hex>` where `<hex>` is the
 //! lowercase hex HMAC-SHA256 of the bytes `<t>.<raw body>`, keyed by the full
-//! secret string `whsec_…` as UTF-8 bytes (DECISIONS.md). Exactly one `v1`.
+//! secret string `whsec_…` as UTF-8 bytes (docs/decisions/webhooks.md). Exactly one `v1`.
 //! The receivers in `examples/webhooks/` check the same thing in ten lines.
 
 use base64::Engine as _;
