@@ -202,6 +202,16 @@ impl MockUpstream {
         format!("http://{}", self.addr)
     }
 
+    /// Config for two providers: `openai` at this mock, and `echo` (offline,
+    /// marked confidential) — the security tests' pair.
+    pub fn openai_and_confidential_echo(&self) -> String {
+        format!(
+            "[providers.openai]\nplugin = \"provider-openai\"\nbase_url = \"{}\"\n\
+             [providers.echo]\nplugin = \"provider-echo\"\nbase_url = \"echo://local\"\nconfidential = true\n",
+            self.openai_base_url()
+        )
+    }
+
     /// `http://127.0.0.1:<port>/v1`: the OpenAI-style base URL (calls land on
     /// `/v1/chat/completions`).
     pub fn openai_base_url(&self) -> String {

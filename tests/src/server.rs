@@ -232,6 +232,26 @@ impl Server {
         self.client.request(method, self.url(path)).bearer_auth(&self.admin_key)
     }
 
+    /// `POST /chat/completions` with `key`: the status and the JSON answer.
+    pub async fn chat_as(&self, key: &str, body: &serde_json::Value) -> (u16, serde_json::Value) {
+        let r = self.client.post(self.url("/chat/completions")).bearer_auth(key).json(body).send().await.expect("send the chat request");
+        let status = r.status().as_u16();
+        (status, r.json().await.expect("a JSON answer"))
+    }
+
+    /// How many audit records `/audit-logs?{query}` matches (read with the admin key).
+    pub async fn audit_total(&self, query: &str) -> u64 {
+        let v: serde_json::Value = self
+            .admin(reqwest::Method::GET, &format!("/audit-logs?{query}"))
+            .send()
+            .await
+            .expect("read the audit log")
+            .json()
+            .await
+            .expect("a JSON answer");
+        v["data"]["pagination"]["total"].as_u64().unwrap_or_else(|| panic!("no total in {v}"))
+    }
+
     /// Create a user and a key with the given options (camelCase, as the admin API takes them).
     /// Returns (user id, key secret, key id).
     pub async fn create_key(&self, options: serde_json::Value) -> (String, String, String) {

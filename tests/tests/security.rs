@@ -11,19 +11,11 @@ const AWS_KEY: &str = "AKIAIOSFODNN7EXAMPLE";
 const EMAIL: &str = "ann.lee@example.com";
 
 fn server(mock: &MockUpstream) -> Server {
-    Server::builder()
-        .toml(&format!(
-            "[providers.openai]\nplugin = \"provider-openai\"\nbase_url = \"{}\"\n\
-             [providers.echo]\nplugin = \"provider-echo\"\nbase_url = \"echo://local\"\nconfidential = true\n",
-            mock.openai_base_url()
-        ))
-        .start()
+    Server::builder().toml(&mock.openai_and_confidential_echo()).start()
 }
 
 async fn chat_with(s: &Server, key: &str, body: Value) -> (u16, Value) {
-    let r = s.client.post(s.url("/chat/completions")).bearer_auth(key).json(&body).send().await.expect("send");
-    let st = r.status().as_u16();
-    (st, r.json().await.expect("json"))
+    s.chat_as(key, &body).await
 }
 
 async fn chat(s: &Server, body: Value) -> (u16, Value) {

@@ -299,11 +299,6 @@ async fn limit_events(s: &Server, limit: &str) -> Vec<Value> {
         .collect()
 }
 
-async fn audit_total(s: &Server, query: &str) -> u64 {
-    let v: Value = s.admin(Method::GET, &format!("/audit-logs?{query}")).send().await.expect("audit").json().await.expect("json");
-    v["data"]["pagination"]["total"].as_u64().expect("total")
-}
-
 async fn requests_of(s: &Server, key_id: &str) -> u64 {
     let usage: Value = s.admin(Method::GET, "/api/admin/usage").send().await.expect("usage").json().await.expect("json");
     usage["data"]["keys"]
@@ -360,7 +355,7 @@ async fn a_key_over_its_share_of_chat_slots_gets_429_naming_the_concurrency_cap_
     // Served requests were counted; refusals were not.
     assert_eq!(requests_of(&h.s, &h.attacker_id).await, SHARE as u64 + 1);
     let events = limit_events(&h.s, "concurrency").await;
-    let audited = audit_total(&h.s, "type=rate_limit&search=concurrency").await;
+    let audited = h.s.audit_total("type=rate_limit&search=concurrency").await;
     if chrono::Utc::now().minute() == minute {
         assert_eq!(events.len(), 1, "once per key and minute: {events:?}");
         assert_eq!(audited, 1);
@@ -431,7 +426,7 @@ async fn an_abandoned_body_counts_once_in_the_minute_and_hour_and_is_audited_onc
     let (st, _, v) = post(&h.s, &key, &ask("openai/ok-a", "hi")).await;
     assert_eq!(st, 429, "{v}");
     assert!(v["message"].as_str().expect("message").contains("per_minute"), "the day quota was charged for abandoned bodies: {v}");
-    let audited = audit_total(&h.s, "search=request_body_abandoned").await;
+    let audited = h.s.audit_total("search=request_body_abandoned").await;
     if chrono::Utc::now().minute() == minute {
         assert_eq!(audited, 1, "audited once per key and minute");
     } else {
