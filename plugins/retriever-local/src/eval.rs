@@ -34,6 +34,8 @@ pub struct Metrics {
     pub recall_at_3: f64,
     /// Mean reciprocal rank of the first answering page (0 beyond 10).
     pub mrr: f64,
+    /// Mean reciprocal rank cut at 3 (0 beyond rank 3).
+    pub mrr_at_3: f64,
 }
 
 /// The shipped evaluation folder (`plugins/retriever-local/eval`).
@@ -58,22 +60,23 @@ pub fn load_corpus(dir: &Path) -> Result<Vec<(String, String)>, String> {
 
 /// Scores a ranker: `rank(question)` returns pages best first (distinct).
 pub fn evaluate(questions: &[Question], mut rank: impl FnMut(&str) -> Vec<String>) -> Metrics {
-    let (mut r1, mut r3, mut rr) = (0.0, 0.0, 0.0);
+    let (mut r1, mut r3, mut rr, mut rr3) = (0.0, 0.0, 0.0, 0.0);
     for q in questions {
         let pages = rank(&q.question);
         let first = pages.iter().take(10).position(|p| q.pages.contains(p));
         if first == Some(0) {
             r1 += 1.0;
         }
-        if first.is_some_and(|i| i < 3) {
+        if let Some(i) = first.filter(|&i| i < 3) {
             r3 += 1.0;
+            rr3 += 1.0 / (i + 1) as f64;
         }
         if let Some(i) = first {
             rr += 1.0 / (i + 1) as f64;
         }
     }
     let n = questions.len().max(1) as f64;
-    Metrics { questions: questions.len(), recall_at_1: r1 / n, recall_at_3: r3 / n, mrr: rr / n }
+    Metrics { questions: questions.len(), recall_at_1: r1 / n, recall_at_3: r3 / n, mrr: rr / n, mrr_at_3: rr3 / n }
 }
 
 /// Pages of retriever-local's results, in order of their best passage.
@@ -87,33 +90,55 @@ pub fn local_pages(index: &Index, query: &str, n: usize) -> Vec<String> {
     pages
 }
 
-/// Plain BM25 over whole pages: the baseline.
+/// Plain BM25 over whole pages or over fixed-size chunks of them: the baselines.
 pub struct PlainBm25 {
     pages: Vec<String>,
+    /// Page of each unit (a unit is a whole page or one chunk).
+    page_of: Vec<u32>,
     lens: Vec<f32>,
     avg: f32,
     postings: HashMap<String, Vec<(u32, u32)>>,
 }
 
 impl PlainBm25 {
-    /// Indexes each file's raw text as one page.
+    /// Indexes each file's raw text as one unit.
     pub fn build(files: &[(String, String)]) -> PlainBm25 {
+        Self::build_units(files, None)
+    }
+
+    /// Indexes chunks of at most `words` words of each file's raw text (no
+    /// overlap; cut at paragraph or sentence ends where [`crate::chunk::split`]
+    /// finds one); a page ranks at the rank of its best chunk.
+    pub fn build_chunked(files: &[(String, String)], words: usize) -> PlainBm25 {
+        Self::build_units(files, Some(words))
+    }
+
+    fn build_units(files: &[(String, String)], words: Option<usize>) -> PlainBm25 {
         let mut postings: HashMap<String, Vec<(u32, u32)>> = HashMap::new();
         let mut lens = Vec::new();
+        let mut page_of = Vec::new();
         for (i, (_, text)) in files.iter().enumerate() {
-            let mut tf: HashMap<String, u32> = HashMap::new();
-            let mut len = 0;
-            for t in raw_tokens(text).filter(|t| !is_stop_word(t)) {
-                *tf.entry(t.into_owned()).or_default() += 1;
-                len += 1;
+            let units = match words {
+                None => vec![(0, text.len())],
+                Some(w) => crate::chunk::split(text, w, 0),
+            };
+            for (a, b) in units {
+                let unit = page_of.len() as u32;
+                page_of.push(i as u32);
+                let mut tf: HashMap<String, u32> = HashMap::new();
+                let mut len = 0;
+                for t in raw_tokens(&text[a..b]).filter(|t| !is_stop_word(t)) {
+                    *tf.entry(t.into_owned()).or_default() += 1;
+                    len += 1;
+                }
+                for (t, n) in tf {
+                    postings.entry(t).or_default().push((unit, n));
+                }
+                lens.push(len as f32);
             }
-            for (t, n) in tf {
-                postings.entry(t).or_default().push((i as u32, n));
-            }
-            lens.push(len as f32);
         }
         let avg = lens.iter().sum::<f32>() / lens.len().max(1) as f32;
-        PlainBm25 { pages: files.iter().map(|(p, _)| p.clone()).collect(), lens, avg, postings }
+        PlainBm25 { pages: files.iter().map(|(p, _)| p.clone()).collect(), page_of, lens, avg, postings }
     }
 
     /// Up to `n` pages, best first.
@@ -122,8 +147,8 @@ impl PlainBm25 {
         let mut terms: Vec<String> = raw_tokens(query).filter(|t| !is_stop_word(t)).map(|t| t.into_owned()).collect();
         terms.sort();
         terms.dedup();
-        let mut scores = vec![0f32; self.pages.len()];
-        let total = self.pages.len() as f32;
+        let mut scores = vec![0f32; self.lens.len()];
+        let total = self.lens.len() as f32;
         for t in &terms {
             let Some(ps) = self.postings.get(t) else { continue };
             let df = ps.len() as f32;
@@ -134,10 +159,114 @@ impl PlainBm25 {
                 scores[d as usize] += idf * tf * (k1 + 1.0) / (tf + k1 * norm);
             }
         }
-        let mut order: Vec<usize> = (0..self.pages.len()).filter(|&i| scores[i] > 0.0).collect();
+        let mut order: Vec<usize> = (0..self.lens.len()).filter(|&i| scores[i] > 0.0).collect();
         order.sort_by(|&a, &b| scores[b].total_cmp(&scores[a]).then(a.cmp(&b)));
-        order.into_iter().take(n).map(|i| self.pages[i].clone()).collect()
+        let mut out: Vec<String> = Vec::new();
+        for i in order {
+            let page = &self.pages[self.page_of[i] as usize];
+            if !out.contains(page) {
+                out.push(page.clone());
+                if out.len() == n {
+                    break;
+                }
+            }
+        }
+        out
     }
+}
+
+/// One labelled corpus: a folder of pages and its questions.
+#[derive(Debug, Clone)]
+pub struct Corpus {
+    /// Short name ("pydoc", "debian-faq"…).
+    pub name: &'static str,
+    /// The pages.
+    pub pages: PathBuf,
+    /// `questions.jsonl`.
+    pub questions: PathBuf,
+    /// The corpus every parameter is chosen on; the others are held out.
+    pub tuning: bool,
+}
+
+/// The tuning corpus (CPython's pydoc topics) and the held-out ones (see `eval/README.md`).
+pub fn corpora() -> Vec<Corpus> {
+    let dir = eval_dir();
+    let mut out = vec![Corpus { name: "pydoc", pages: dir.join("corpus"), questions: dir.join("questions.jsonl"), tuning: true }];
+    for name in HELD_OUT {
+        let d = dir.join("heldout").join(name);
+        out.push(Corpus { name, pages: d.join("corpus"), questions: d.join("questions.jsonl"), tuning: false });
+    }
+    out
+}
+
+/// The held-out corpora, never tuned on.
+pub const HELD_OUT: [&str; 3] = ["debian-faq", "postgres-admin", "perl-manual"];
+
+/// Results asked of each ranker in the multi-corpus report (the top_k).
+pub const TOP_K: usize = 4;
+
+/// Size of the chunks of the chunked plain-BM25 baseline, in words.
+pub const BASELINE_CHUNK_WORDS: usize = 300;
+
+/// Reads a corpus and its questions; fails if a question names a page that
+/// is not there, or has no page, or if a question is repeated.
+pub fn load(c: &Corpus) -> Result<(Vec<(String, String)>, Vec<Question>), String> {
+    let files = load_corpus(&c.pages)?;
+    let questions = load_questions(&c.questions)?;
+    let known: std::collections::HashSet<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
+    let mut seen = std::collections::HashSet::new();
+    for q in &questions {
+        if q.pages.is_empty() || q.question.trim().is_empty() {
+            return Err(format!("{}: a question without text or pages: {:?}", c.name, q.question));
+        }
+        if let Some(p) = q.pages.iter().find(|p| !known.contains(p.as_str())) {
+            return Err(format!("{}: question {:?} names a page that is not in the corpus: {p}", c.name, q.question));
+        }
+        if !seen.insert(q.question.as_str()) {
+            return Err(format!("{}: question repeated: {:?}", c.name, q.question));
+        }
+    }
+    Ok((files, questions))
+}
+
+/// Figures of every ranker on one corpus.
+#[derive(Debug, Clone)]
+pub struct Row {
+    /// The corpus's name.
+    pub corpus: &'static str,
+    /// Whether it is the tuning corpus.
+    pub tuning: bool,
+    /// (ranker name, metrics), in a fixed order.
+    pub rankers: Vec<(&'static str, Metrics)>,
+}
+
+impl Row {
+    /// The metrics of the ranker called `name`.
+    pub fn get(&self, name: &str) -> Option<Metrics> {
+        self.rankers.iter().find(|(n, _)| *n == name).map(|(_, m)| *m)
+    }
+}
+
+/// Ranker names in [`Row::rankers`].
+pub const LEXICAL: &str = "retriever-local lexical (BM25F)";
+/// Plain BM25 over 300-word chunks.
+pub const BM25_CHUNKS: &str = "plain BM25, 300-word chunks";
+/// Plain BM25 over whole pages.
+pub const BM25_PAGES: &str = "plain BM25, whole pages";
+
+/// Runs every ranker on one corpus at [`TOP_K`]: retriever-local returns 4
+/// passages (pages = their documents in order), the baselines their 4 best pages.
+pub fn report_corpus(c: &Corpus, opts: &Options) -> Result<Row, String> {
+    let (files, questions) = load(c)?;
+    let pages = PlainBm25::build(&files);
+    let chunks = PlainBm25::build_chunked(&files, BASELINE_CHUNK_WORDS);
+    let index = Index::build(files, opts.clone());
+    let rankers = vec![
+        (LEXICAL, evaluate(&questions, |q| local_pages(&index, q, TOP_K))),
+        (BM25_CHUNKS, evaluate(&questions, |q| chunks.rank(q, TOP_K))),
+        (BM25_PAGES, evaluate(&questions, |q| pages.rank(q, TOP_K))),
+    ];
+    Ok(Row { corpus: c.name, tuning: c.tuning, rankers })
 }
 
 /// The full report over the shipped corpus: (retriever-local, plain BM25).
@@ -145,17 +274,10 @@ pub fn report() -> Result<(Metrics, Metrics), String> {
     report_with(Options::default())
 }
 
-/// The report with other index options (for experiments).
+/// The report over the tuning corpus with other index options (for experiments).
 pub fn report_with(opts: Options) -> Result<(Metrics, Metrics), String> {
-    let dir = eval_dir();
-    let files = load_corpus(&dir.join("corpus"))?;
-    let questions = load_questions(&dir.join("questions.jsonl"))?;
-    let known: std::collections::HashSet<&str> = files.iter().map(|(p, _)| p.as_str()).collect();
-    for q in &questions {
-        if let Some(p) = q.pages.iter().find(|p| !known.contains(p.as_str())) {
-            return Err(format!("question {:?} names a page that is not in the corpus: {p}", q.question));
-        }
-    }
+    let c = corpora().into_iter().find(|c| c.tuning).ok_or("no tuning corpus")?;
+    let (files, questions) = load(&c)?;
     let baseline = PlainBm25::build(&files);
     let index = Index::build(files, opts);
     let local = evaluate(&questions, |q| local_pages(&index, q, 10));
