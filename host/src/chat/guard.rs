@@ -9,13 +9,11 @@ use super::handler::Prepared;
 use super::request::PromptShieldOption;
 use super::request::ZERO_KNOWLEDGE;
 use super::screen::{self, FieldTexts};
-use super::security::{self, Guarded, PII_DLP, PROMPT_SHIELD, PolicyDecision, PolicyInput, Refusal, Subject};
+use super::security::{self, Guarded, PII_DLP, PROMPT_SHIELD, PolicyDecision, PolicyInput, Refusal, Subject, policy_refusal};
 use super::shield_mode::{self, ShieldSetting};
 use crate::api::error::ChatError;
 use crate::app::AppState;
-use crate::audit::outcome;
 use crate::auth::AuthContext;
-use crate::store::model::Severity;
 
 fn refuse(error: ChatError) -> Box<Refusal> {
     Box::new(Refusal { error, events: Vec::new(), audit: Vec::new(), verdicts: Vec::new() })
@@ -177,21 +175,6 @@ fn constraints(
     shield_mode::resolve(requested, decision, policy).map_err(|r| match r {
         shield_mode::Refused::Invalid(m) => refuse(ChatError::invalid_request(m)),
         shield_mode::Refused::Lowered(m) => policy_refusal(who, m),
-    })
-}
-
-/// A refusal by the policy stage: 403, its `block` verdict and an audit record.
-fn policy_refusal(who: &Subject, reason: String) -> Box<Refusal> {
-    Box::new(Refusal {
-        error: ChatError::access_denied(reason.clone()),
-        events: Vec::new(),
-        verdicts: vec![json!({"stage": "policy", "plugin": who.policy, "action": "block", "score": 1.0, "reasons": [reason]})],
-        audit: vec![who.audit(
-            format!("Request denied by policy {}: {reason}", who.policy),
-            outcome::BLOCKED,
-            Severity::Warning,
-            json!({"operation": "policy_deny"}),
-        )],
     })
 }
 

@@ -233,6 +233,23 @@ fn denied(message: String) -> ChatError {
     ChatError::new(StatusCode::FORBIDDEN, text::ACCESS_DENIED, message)
 }
 
+/// A refusal by the policy stage — the policy's own deny or a constraint it
+/// sets (knowledge base, providers, Prompt Shield's mode): 403, its `block`
+/// verdict and an audit record.
+pub(super) fn policy_refusal(who: &Subject, reason: String) -> Box<Refusal> {
+    Box::new(Refusal {
+        error: denied(reason.clone()),
+        events: Vec::new(),
+        verdicts: vec![json!({"stage": "policy", "plugin": who.policy, "action": "block", "score": 1.0, "reasons": [reason]})],
+        audit: vec![who.audit(
+            format!("Request denied by policy {}: {reason}", who.policy),
+            outcome::BLOCKED,
+            Severity::Warning,
+            json!({"operation": "policy_deny"}),
+        )],
+    })
+}
+
 /// Who a security record is about (never the offending text).
 #[derive(Debug, Clone)]
 pub struct Subject {
@@ -285,17 +302,7 @@ pub fn apply_policy(engine: &dyn PolicyEngine, input: &PolicyInput<'_>, who: &Su
     })?;
     if !decision.allow {
         let reason = decision.reason.clone().unwrap_or_else(|| format!("denied by policy {}", input.policy_name));
-        return Err(Box::new(Refusal {
-            error: denied(reason.clone()),
-            events: Vec::new(),
-            verdicts: vec![json!({"stage": "policy", "plugin": input.policy_name, "action": "block", "score": 1.0, "reasons": [reason]})],
-            audit: vec![who.audit(
-                format!("Request denied by policy {}: {reason}", input.policy_name),
-                outcome::BLOCKED,
-                Severity::Warning,
-                json!({"operation": "policy_deny"}),
-            )],
-        }));
+        return Err(policy_refusal(who, reason));
     }
     Ok(decision)
 }
