@@ -85,6 +85,7 @@ async fn retrieval_feeds_the_model_and_reports_its_sources() {
     assert_eq!(srcs.first().map(String::as_str), Some("billing/refunds.md"), "{m}");
     assert!(srcs.len() <= 3 && srcs.iter().collect::<std::collections::HashSet<_>>().len() == srcs.len(), "distinct: {srcs:?}");
     assert!(m["sources"][0]["score"].as_f64().expect("score") > 0.0, "{m}");
+    assert_eq!(m["documents_removed"], json!([]), "nothing was left out: {m}");
     let sent = mock.last_request().expect("upstream request");
     let system = sent.json["messages"][0].clone();
     assert_eq!(system["role"], "system", "{}", sent.json);
@@ -180,6 +181,8 @@ async fn a_poisoned_passage_is_left_out_and_reported() {
     let (status, v) = chat(&s, &s.admin_key, &body("shop", "what is the returns refund address policy?")).await;
     assert_eq!(status, 200, "{v}");
     assert!(!sources(&v).iter().any(|s| s == "notes/returns-faq.md"), "{v}");
+    // The caller is told what was left out, not only the operator's log.
+    assert_eq!(v["metadata"]["documents_removed"], json!([{"source": "notes/returns-faq.md", "reason": "prompt_shield"}]), "{v}");
     let prompt = mock.last_request().expect("request").prompt_text();
     assert!(!prompt.contains("developer mode"), "the poisoned passage reached the model: {prompt}");
     let events: Value = s
@@ -192,6 +195,64 @@ async fn a_poisoned_passage_is_left_out_and_reported() {
         .expect("json");
     let blocked = events["data"].as_array().expect("events").iter().any(|e| e["event"]["data"]["stage"] == "retrieved");
     assert!(blocked, "{events}");
+}
+
+#[tokio::test]
+async fn retrieved_passages_get_the_policys_pii_and_dlp_actions() {
+    let mock = MockUpstream::start().await;
+    let kb = tempfile::tempdir().expect("kb");
+    shop_kb(kb.path());
+    write(
+        kb.path(),
+        "support/contacts.md",
+        "# Refund contacts\n\nRefund disputes go to ada.lovelace@example.com or +44 20 7946 0958, the refund desk.\n",
+    );
+    write(
+        kb.path(),
+        "ops/refund-robot.md",
+        "# Refund robot\n\nThe refund robot uploads with access key AKIAIOSFODNN7EXAMPLE to the refund bucket.\n",
+    );
+    // The mock counts as a confidential provider, so `confidential` may send to it.
+    let config = format!(
+        "[providers.openai]\nplugin = \"provider-openai\"\nbase_url = \"{}\"\napi_key_env = \"MOCK_OPENAI_KEY\"\nconfidential = true\n\
+         [indexes.shop]\nretriever = \"retriever-local\"\npath = \"{}\"\ntop_k = 4\n",
+        mock.openai_base_url(),
+        kb.path().display()
+    );
+    let s = Server::builder().toml(&config).env("MOCK_OPENAI_KEY", "sk-upstream").start();
+    let question = "who handles refund disputes and the refund robot?";
+
+    // `internal` (the admin key's default) flags personal data and blocks secrets:
+    // the document holding a key is left out, and the request still succeeds.
+    let (status, v) = chat(&s, &s.admin_key, &body("shop", question)).await;
+    assert_eq!(status, 200, "a secret in one document must not refuse the request: {v}");
+    let prompt = mock.last_request().expect("request").prompt_text();
+    assert!(prompt.contains("ada.lovelace@example.com"), "internal only flags PII: {prompt}");
+    assert!(!prompt.contains("AKIAIOSFODNN7EXAMPLE"), "a secret reached the model: {prompt}");
+    assert_eq!(v["metadata"]["documents_removed"], json!([{"source": "ops/refund-robot.md", "reason": "dlp"}]), "{v}");
+    assert!(!sources(&v).iter().any(|s| s == "ops/refund-robot.md"), "{v}");
+    for kind in ["pii:incident", "dlp:incident"] {
+        let events: Value = s
+            .admin(reqwest::Method::GET, &format!("/api/admin/events?type={kind}"))
+            .send()
+            .await
+            .expect("events")
+            .json()
+            .await
+            .expect("json");
+        let retrieved = events["data"].as_array().expect("events").iter().any(|e| e["event"]["data"]["stage"] == "retrieved");
+        assert!(retrieved, "{kind}: {events}");
+    }
+
+    // `confidential` redacts personal data before it leaves, passages included.
+    let mut strict = body("shop", question);
+    strict["smltp_policy"] = json!("confidential");
+    let (status, v) = chat(&s, &s.admin_key, &strict).await;
+    assert_eq!(status, 200, "{v}");
+    let prompt = mock.last_request().expect("request").prompt_text();
+    assert!(prompt.contains("Refund disputes go to"), "the contacts passage was kept: {prompt}");
+    assert!(!prompt.contains("ada.lovelace@example.com") && !prompt.contains("7946 0958"), "PII reached the model: {prompt}");
+    assert!(!prompt.contains("AKIAIOSFODNN7EXAMPLE"), "a secret reached the model: {prompt}");
 }
 
 #[tokio::test]

@@ -208,7 +208,16 @@ pub struct ReceiptLink {
     pub receipt_url: String,
 }
 
-/// The envelope's `metadata` (spec 2.2).
+/// A retrieved passage left out of the context.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct DocumentRemoved {
+    /// Path of the document inside the knowledge base.
+    pub source: String,
+    /// `prompt_shield` (an injection), `pii` or `dlp` (the policy blocks what it holds).
+    pub reason: String,
+}
+
+/// The envelope's `metadata`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ChatMetadata {
     pub conversation_id: String,
@@ -223,6 +232,9 @@ pub struct ChatMetadata {
     pub rag_enabled: bool,
     pub documents_retrieved: u64,
     pub sources: Vec<Value>,
+    /// Retrieved passages left out of the model's context, each
+    /// `{"source": "<path in the knowledge base>", "reason": "prompt_shield" | "pii" | "dlp"}`.
+    pub documents_removed: Vec<DocumentRemoved>,
     /// Present when a chain of more than one entry ran.
     pub failover: Option<FailoverInfo>,
     pub smltp: Option<ReceiptLink>,

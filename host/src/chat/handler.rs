@@ -300,6 +300,7 @@ pub fn prepare(
         rag_enabled: false,
         documents_retrieved: 0,
         sources: Vec::new(),
+        documents_removed: Vec::new(),
     };
     let normalized = NormalizedRequest {
         // Moved, not copied: the pipeline reads (and redacts) the normalized request only.

@@ -23,6 +23,8 @@ pub struct Meta {
     pub rag_enabled: bool,
     pub documents_retrieved: u64,
     pub sources: Vec<Value>,
+    /// Retrieved passages left out of the context: `{source, reason}`.
+    pub documents_removed: Vec<Value>,
 }
 
 impl Meta {
@@ -41,6 +43,7 @@ impl Meta {
             rag_enabled: self.rag_enabled,
             documents_retrieved: self.documents_retrieved,
             sources: &self.sources,
+            documents_removed: &self.documents_removed,
             failover: self
                 .failover
                 .as_deref()
@@ -64,6 +67,7 @@ pub struct MetaView<'a> {
     rag_enabled: bool,
     documents_retrieved: u64,
     sources: &'a [Value],
+    documents_removed: &'a [Value],
     #[serde(skip_serializing_if = "Option::is_none")]
     failover: Option<FailoverView<'a>>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -235,6 +239,7 @@ mod tests {
             rag_enabled: true,
             documents_retrieved: 2,
             sources: vec![json!({"id": "d1"})],
+            documents_removed: vec![json!({"source": "d2", "reason": "prompt_shield"})],
         }
     }
 
@@ -258,6 +263,7 @@ mod tests {
                     "smltp_policy_source": "key", "smltp_policy_hash": "ab12", "prompt_shield_policy": {"mode": "block"},
                     "served_model": "openai/gpt-4o", "requested_model": "openai/gpt-4o", "rag_enabled": true,
                     "documents_retrieved": 2, "sources": [{"id": "d1"}],
+                    "documents_removed": [{"source": "d2", "reason": "prompt_shield"}],
                     "failover": {"occurred": true, "attempts": [
                         {"model": "openai/a", "status": "failed", "reason": "timeout", "latency_ms": 30, "message": "slow"},
                         {"model": "openai/gpt-4o", "status": "success", "latency_ms": 12},

@@ -7,12 +7,12 @@
 use std::collections::HashMap;
 
 use axum::http::StatusCode;
-use serde_json::json;
+use serde_json::{Value, json};
 
 use super::guard::subject;
 use super::handler::Prepared;
 use super::request::ZERO_KNOWLEDGE;
-use super::security::{self, Guarded, PROMPT_SHIELD, Refusal, Stage, Strictness};
+use super::security::{self, Action, Guarded, PII_DLP, PROMPT_SHIELD, Refusal, Stage, Strictness};
 use super::types::{Message, Role};
 use crate::api::error::{ChatError, text};
 use crate::app::AppState;
@@ -88,7 +88,10 @@ pub async fn augment(app: &AppState, ctx: &AuthContext, p: &mut Prepared, guarde
             verdicts: Vec::new(),
         }
     })?;
-    let passages = shield_passages(app, ctx, p, guarded, passages)?;
+    let mut removed = Vec::new();
+    let passages = shield_passages(app, ctx, p, guarded, passages, &mut removed)?;
+    let passages = protect_passages(app, ctx, p, guarded, passages, &mut removed)?;
+    p.meta.documents_removed = removed;
     p.meta.rag_enabled = true;
     p.meta.documents_retrieved = passages.len() as u64;
     p.meta.sources = sources(&passages).into_iter().map(|(source, score)| json!({"source": source, "score": score})).collect();
@@ -101,13 +104,15 @@ pub async fn augment(app: &AppState, ctx: &AuthContext, p: &mut Prepared, guarde
 /// Prompt Shield on the passages, when it runs for this request: a passage it
 /// would block is left out of the context (a poisoned document must not take
 /// the whole knowledge base down), with the same event and audit record as a
-/// blocked input; a flag is recorded and the passage kept.
+/// blocked input, and an entry in `removed` (`metadata.documents_removed`);
+/// a flag is recorded and the passage kept.
 fn shield_passages(
     app: &AppState,
     ctx: &AuthContext,
     p: &Prepared,
     guarded: &mut Guarded,
     passages: Vec<Passage>,
+    removed: &mut Vec<Value>,
 ) -> Result<Vec<Passage>, Box<Refusal>> {
     let shield_on = p.meta.prompt_shield_policy.as_ref().is_some_and(|m| m["enabled"] == json!(true));
     if !shield_on || passages.is_empty() {
@@ -145,11 +150,60 @@ fn shield_passages(
             Err(refusal) if refusal.error.status == StatusCode::FORBIDDEN && !refusal.events.is_empty() => {
                 // Blocked: record it like any block, drop the passage, go on.
                 tracing::warn!(index = %p.params.index, source = %passage.source, "Prompt Shield left a retrieved passage out");
+                removed.push(json!({"source": passage.source, "reason": "prompt_shield"}));
                 guarded.events.extend(refusal.events);
                 guarded.audit.extend(refusal.audit);
                 guarded.verdict = "flag";
             }
             Err(refusal) => return Err(refusal),
+        }
+    }
+    Ok(kept)
+}
+
+/// PII and DLP on the passages that passed Prompt Shield, as the policy
+/// says for the input ([`security::pii_dlp_passages`]). Without a policy
+/// decision (nothing asked for it) or a loaded detector that nothing needs,
+/// the passages pass unchanged; a policy that asks for PII/DLP without the
+/// detector loaded refuses, as on the input.
+fn protect_passages(
+    app: &AppState,
+    ctx: &AuthContext,
+    p: &Prepared,
+    guarded: &mut Guarded,
+    passages: Vec<Passage>,
+    removed: &mut Vec<Value>,
+) -> Result<Vec<Passage>, Box<Refusal>> {
+    let Some(decision) = guarded.decision.clone() else {
+        return Ok(passages);
+    };
+    if passages.is_empty() || (decision.pii_action == Action::Allow && decision.dlp_action == Action::Allow) {
+        return Ok(passages);
+    }
+    let Some(detector) = p.adapters.detector(PII_DLP) else {
+        return Err(Box::new(Refusal {
+            error: ChatError::access_denied("the PII/DLP detector is not loaded; the request was refused"),
+            events: Vec::new(),
+            audit: Vec::new(),
+            verdicts: Vec::new(),
+        }));
+    };
+    let config = app.config();
+    let cfg = app.config_texts.pii_dlp(&config, decision.pii_action, decision.dlp_action);
+    let who = subject(ctx, p);
+    let mut texts: Vec<String> = passages.iter().map(|x| x.text.clone()).collect();
+    let verdicts = security::pii_dlp_passages(detector.as_ref(), &decision, &cfg, &mut texts, &who, guarded)?;
+    let mut kept = Vec::with_capacity(passages.len());
+    for ((mut passage, text), reason) in passages.into_iter().zip(texts).zip(verdicts) {
+        match reason {
+            Some(reason) => {
+                tracing::warn!(index = %p.params.index, source = %passage.source, reason, "a retrieved passage was left out");
+                removed.push(json!({"source": passage.source, "reason": reason}));
+            }
+            None => {
+                passage.text = text;
+                kept.push(passage);
+            }
         }
     }
     Ok(kept)

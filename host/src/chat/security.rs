@@ -459,24 +459,7 @@ pub fn pii_dlp(
             audit: Vec::new(),
         }
     })?;
-    let mut pii_kinds = Vec::new();
-    let mut dlp_kinds = Vec::new();
-    for v in &verdicts {
-        for r in &v.redactions {
-            if is_pii(&r.kind) { pii_kinds.push(r.kind.clone()) } else { dlp_kinds.push(r.kind.clone()) }
-        }
-        for reason in &v.reasons {
-            if let Some(k) = reason.strip_prefix("pii:") {
-                pii_kinds.push(k.to_owned());
-            } else if let Some(k) = reason.strip_prefix("dlp:") {
-                dlp_kinds.push(k.to_owned());
-            }
-        }
-    }
-    for list in [&mut pii_kinds, &mut dlp_kinds] {
-        list.sort();
-        list.dedup();
-    }
+    let (pii_kinds, dlp_kinds) = kinds(&verdicts);
     let worst = verdicts.iter().map(|v| v.action).max().unwrap_or(Action::Allow);
     let mut all_kinds: Vec<String> = pii_kinds.iter().chain(&dlp_kinds).map(|k| k.to_string()).collect();
     all_kinds.sort();
@@ -488,16 +471,7 @@ pub fn pii_dlp(
         "reasons": all_kinds,
     }));
     let record = |event: &str, kinds: &[String], action: Action, guarded: &mut Guarded| {
-        if kinds.is_empty() {
-            return;
-        }
-        guarded.events.push(who.event(event, json!({"kinds": kinds, "action": action.as_str(), "stage": "input"})));
-        guarded.audit.push(who.audit(
-            format!("{event} ({}): {}", action.as_str(), kinds.join(", ")),
-            if action == Action::Block { outcome::BLOCKED } else { outcome::DETECTED },
-            if action == Action::Block { Severity::Warning } else { Severity::Info },
-            json!({"operation": event.replace(':', "_"), "kinds": kinds}),
-        ));
+        record_incident(who, Stage::Input, event, kinds, action, guarded)
     };
     if worst == Action::Block {
         let mut g = Guarded::default();
@@ -542,6 +516,98 @@ pub fn pii_dlp(
         guarded.verdict = "redact";
     }
     Ok(fields_changed)
+}
+
+/// The personal-data and secret kinds the verdicts found, sorted, each once.
+fn kinds(verdicts: &[Verdict]) -> (Vec<String>, Vec<String>) {
+    let mut pii_kinds = Vec::new();
+    let mut dlp_kinds = Vec::new();
+    for v in verdicts {
+        for r in &v.redactions {
+            if is_pii(&r.kind) { pii_kinds.push(r.kind.clone()) } else { dlp_kinds.push(r.kind.clone()) }
+        }
+        for reason in &v.reasons {
+            if let Some(k) = reason.strip_prefix("pii:") {
+                pii_kinds.push(k.to_owned());
+            } else if let Some(k) = reason.strip_prefix("dlp:") {
+                dlp_kinds.push(k.to_owned());
+            }
+        }
+    }
+    for list in [&mut pii_kinds, &mut dlp_kinds] {
+        list.sort();
+        list.dedup();
+    }
+    (pii_kinds, dlp_kinds)
+}
+
+/// One `pii:incident` or `dlp:incident` event and audit record (never the value found).
+fn record_incident(who: &Subject, stage: Stage, event: &str, kinds: &[String], action: Action, guarded: &mut Guarded) {
+    if kinds.is_empty() {
+        return;
+    }
+    guarded.events.push(who.event(event, json!({"kinds": kinds, "action": action.as_str(), "stage": stage.as_str()})));
+    guarded.audit.push(who.audit(
+        format!("{event} ({}): {}", action.as_str(), kinds.join(", ")),
+        if action == Action::Block { outcome::BLOCKED } else { outcome::DETECTED },
+        if action == Action::Block { Severity::Warning } else { Severity::Info },
+        json!({"operation": event.replace(':', "_"), "kinds": kinds, "stage": stage.as_str()}),
+    ));
+}
+
+/// PII and DLP on retrieved passages, as the policy says for the input: a
+/// passage with something to redact is rewritten (and restored in the answer
+/// when the policy restores); a passage the policy would block is left out —
+/// one document holding a secret must not take the knowledge base down — and
+/// reported as `Some("pii" | "dlp")` at its index; a flag is recorded.
+pub fn pii_dlp_passages(
+    detector: &dyn Detector,
+    decision: &PolicyDecision,
+    config_json: &str,
+    texts: &mut [String],
+    who: &Subject,
+    guarded: &mut Guarded,
+) -> Result<Vec<Option<&'static str>>, Box<Refusal>> {
+    let mut removed = vec![None; texts.len()];
+    if texts.is_empty() || (decision.pii_action == Action::Allow && decision.dlp_action == Action::Allow) {
+        return Ok(removed);
+    }
+    let verdicts = detector.inspect(Stage::Retrieved, Strictness::Balanced, config_json, texts).map_err(|e| {
+        tracing::error!(error = %e, "PII/DLP detector failed on retrieved passages");
+        Box::new(Refusal {
+            error: denied("the data-protection check of the retrieved documents failed; the request was refused".into()),
+            events: Vec::new(),
+            verdicts: Vec::new(),
+            audit: Vec::new(),
+        })
+    })?;
+    let (pii_kinds, dlp_kinds) = kinds(&verdicts);
+    let worst = verdicts.iter().map(|v| v.action).max().unwrap_or(Action::Allow);
+    let mut all_kinds: Vec<String> = pii_kinds.iter().chain(&dlp_kinds).cloned().collect();
+    all_kinds.sort();
+    guarded.verdicts.push(json!({
+        "stage": Stage::Retrieved.as_str(),
+        "plugin": PII_DLP,
+        "action": worst.as_str(),
+        "score": verdicts.iter().map(|v| v.score).fold(0.0f32, f32::max),
+        "reasons": all_kinds,
+    }));
+    record_incident(who, Stage::Retrieved, "pii:incident", &pii_kinds, decision.pii_action, guarded);
+    record_incident(who, Stage::Retrieved, "dlp:incident", &dlp_kinds, decision.dlp_action, guarded);
+    for (i, (text, v)) in texts.iter_mut().zip(&verdicts).enumerate() {
+        match v.action {
+            Action::Block => {
+                let (_, dlp) = kinds(std::slice::from_ref(v));
+                removed[i] = Some(if dlp.is_empty() { "pii" } else { "dlp" });
+            }
+            Action::Redact if !v.redactions.is_empty() => {
+                redact(text, &v.redactions, decision.restore_pii, guarded);
+                guarded.verdict = "redact";
+            }
+            _ => {}
+        }
+    }
+    Ok(removed)
 }
 
 /// Replace `spans` in `text`, last span first so earlier offsets stay valid,
