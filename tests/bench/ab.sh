@@ -16,7 +16,7 @@
 # (the issue's added-latency targets are measured at 1,000 req/s), where each commit is small.
 #
 # Build both first (e.g. copy target/release/gatehouse aside, change, rebuild). Method and results:
-# docs/benchmarks.md (eleventh and fifteenth passes).
+# docs/benchmarks.md#paired-runs.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 runs=6 secs=8 rate=""

@@ -7,7 +7,7 @@ Reads `perf script` of a `perf record -g --call-graph dwarf` profile (tests/benc
 one) and puts every sample in the first bucket its stack reaches, walking from the leaf up: a sample
 in the kernel's TCP send path under the upstream client counts as "socket send", one in jemalloc
 under a plugin call as "allocator". perf's own `--children` view gives inclusive shares, which
-overlap; these do not. Method and results: docs/benchmarks.md (eleventh pass).
+overlap; these do not. Method and results: docs/benchmarks.md#where-the-time-goes.
 
 Guest code is split by plugin when the server noted its plugins' code ranges beside perf's map
 (`/tmp/perf-<pid>.plugins`, written with GATEHOUSE_WASM_PERFMAP=1), and the guest functions that

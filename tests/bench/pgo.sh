@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # A profile-guided (PGO) release build of Gatehouse: the same source and bundled plugins, with LLVM
 # told where the chat path spends its time. 7-31 % less CPU per request than the plain release build
-# on the harness's workload (paired runs; docs/benchmarks.md, seventeenth and eighteenth passes).
+# on the harness's workload (paired runs; docs/benchmarks.md#profile-guided-build).
 #
 #   bash tests/bench/pgo.sh [--secs 10]
 #

@@ -3,7 +3,7 @@
 # Gatehouse with symbols and named guest functions (own target dir) on core 1 with the benchmark's default pipeline, and
 # `perf record` on the Gatehouse process during an `oha -c 64` run. Prints perf's report (children
 # and self, per thread), then every sample in one exclusive bucket (tests/bench/perf_buckets.py).
-# Method and findings: docs/benchmarks.md ("Profile of one request path").
+# Method and findings: docs/benchmarks.md#where-the-time-goes.
 #
 #   bash tests/bench/profile.sh [--secs 10] [--durable true|false] [--stream] [--rate R] [--out DIR]
 #
