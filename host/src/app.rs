@@ -6,9 +6,7 @@ use std::time::Instant;
 use arc_swap::ArcSwap;
 
 use crate::auth::limits::Limiter;
-use crate::chat::breaker::Breakers;
-use crate::chat::providers::{AdapterSource, Targets};
-use crate::chat::transport::Transport;
+use crate::chat::deps::ChatDeps;
 use crate::config::Config;
 use crate::store::Store;
 
@@ -30,31 +28,22 @@ impl std::ops::Deref for AppState {
     }
 }
 
-/// The fields of [`AppState`].
+/// The fields of [`AppState`]. What chat needs is in `chat` (the pipeline
+/// gets only that); `config`, `store`, `limiter` and `receipts` are the same
+/// handles as chat's, for the admin and operations routes.
 pub struct Shared {
     /// The current config; swapped whole on reload, read with `config()`.
     pub config: Arc<ArcSwap<Config>>,
-    /// Provider entries with their secrets, rebuilt with the config.
-    pub targets: Arc<ArcSwap<Targets>>,
     pub store: Arc<dyn Store>,
     pub limiter: Arc<Limiter>,
     /// Failed authentication by client address (metric, burst audit records).
     pub auth_failures: Arc<crate::auth::failures::FailureWatch>,
-    pub transport: Transport,
-    pub breakers: Arc<Breakers>,
-    pub adapters: Arc<dyn AdapterSource>,
-    /// Knowledge bases (retriever plugins with warm instances).
-    pub knowledge: Arc<dyn crate::chat::retrieval::KnowledgeBases>,
     pub plugins: Arc<crate::wasm::PluginRuntime>,
     pub receipts: Arc<crate::receipts::Signer25519>,
     pub webhooks: Arc<crate::webhooks::Webhooks>,
     pub started: Instant,
-    /// Chat requests being served, against `chat.max_in_flight`.
-    pub admission: Arc<crate::chat::admission::Admission>,
-    /// Open streams, cut with an error frame when the shutdown grace ends.
-    pub streams: Arc<crate::chat::cutoff::Streams>,
-    /// The plugins' config texts for the current config snapshot.
-    pub config_texts: crate::chat::config_texts::ConfigTexts,
+    /// The chat pipeline's dependencies.
+    pub chat: ChatDeps,
 }
 
 impl Shared {

@@ -148,7 +148,7 @@ pub struct ServerConfig {
     pub max_connections_per_ip: usize,
     /// Load balancers (addresses or ranges such as `10.0.0.0/8`) whose
     /// `X-Forwarded-For` / `Forwarded` names the client (`server::peers`).
-    pub trusted_proxies: Vec<crate::server::peers::Cidr>,
+    pub trusted_proxies: Vec<crate::net::Cidr>,
 }
 
 impl Default for ServerConfig {

@@ -228,7 +228,7 @@ pub fn audit_query(data: &[u8]) {
             assert_eq!(a.query.limit, a.limit);
             assert!(a.query.search.as_ref().is_none_or(|s| !s.is_empty() && s.len() <= 200));
             // The handler reports the range back in ISO 8601.
-            let _ = (crate::api::time::iso(a.start), crate::api::time::iso(a.end));
+            let _ = (crate::time::iso(a.start), crate::time::iso(a.end));
         }
         Err(e) => assert!(e.status.is_client_error() && e.code.starts_with("INVALID_"), "{e:?}"),
     }

@@ -1,4 +1,4 @@
-//! Prometheus metrics, served at `/metrics` to admin keys and to the scrape
+//! Prometheus metrics, served at `/metrics` (`api::metrics`) to admin keys and to the scrape
 //! key of `metrics.scrape_key_env` (docs/decisions/metrics.md). One
 //! process-wide registry so every module can record without threading a
 //! handle through its signatures.
@@ -14,9 +14,6 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 
-use axum::extract::State;
-use axum::http::header;
-use axum::response::{IntoResponse, Response};
 use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
@@ -24,8 +21,6 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Registry;
 
-use crate::app::AppState;
-use crate::auth::MetricsReader;
 use crate::config::Config;
 
 /// The model label of every model the config does not list.
@@ -297,25 +292,4 @@ impl Metrics {
 pub fn get() -> &'static Metrics {
     static M: OnceLock<Metrics> = OnceLock::new();
     M.get_or_init(Metrics::new)
-}
-
-/// `GET /metrics`.
-#[utoipa::path(
-    get, path = "/metrics", tag = "admin",
-    description = "For admin keys and the scrape key named by `metrics.scrape_key_env` (Prometheus' `authorization` \
-                   credentials); any other key gets 403. Models the config does not list are labelled `other`.",
-    responses((status = 200, description = "Prometheus/OpenMetrics text", body = String,
-               content_type = "application/openmetrics-text"))
-)]
-pub async fn handler(State(app): State<AppState>, _reader: MetricsReader) -> Response {
-    // Sampled at scrape time: a read of the store, not a counter kept on every path.
-    match app.webhooks.queue_depth() {
-        Ok(depth) => {
-            get().webhook_queue_depth.set(i64::try_from(depth).unwrap_or(i64::MAX));
-        }
-        Err(e) => tracing::warn!(error = %e, "reading the webhook queue depth failed"),
-    }
-    get().provider_sessions.set(i64::try_from(crate::wasm::plugin::provider_sessions_held()).unwrap_or(i64::MAX));
-    get().chat_in_flight.set(i64::try_from(app.admission.in_flight()).unwrap_or(i64::MAX));
-    ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], get().encode()).into_response()
 }

@@ -46,7 +46,7 @@ pub async fn reload(app: &AppState, path: &Path, trigger: &str) -> bool {
             let plugins = app.plugins.clone();
             tokio::task::spawn_blocking(move || plugins.rescan());
             app.config.store(Arc::new(cfg));
-            app.targets.store(Arc::new(targets));
+            app.chat.targets.store(Arc::new(targets));
             tracing::info!(%trigger, path = %path.display(), "config reloaded");
             (true, format!("Config reloaded from {} ({trigger})", path.display()), Severity::Info)
         }

@@ -49,25 +49,33 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> any
     knowledge.seed_folders()?;
     let webhooks = crate::webhooks::Webhooks::start(store.clone(), config_swap.clone()).await?;
     let sweeper = crate::chat::idempotency::spawn_sweeper(store_dyn.clone());
-    let app = AppState::new(crate::app::Shared {
-        config: config_swap,
-        plugins: plugins.clone(),
+    let limiter = Arc::new(crate::auth::limits::Limiter::new(store_dyn.clone()));
+    let chat = crate::chat::deps::ChatDeps::new(crate::chat::deps::Deps {
+        config: config_swap.clone(),
         targets: Arc::new(ArcSwap::from_pointee(targets)),
-        limiter: Arc::new(crate::auth::limits::Limiter::new(store_dyn.clone())),
-        auth_failures: crate::auth::failures::FailureWatch::start(store_dyn.clone()),
-        store: store_dyn,
+        store: store_dyn.clone(),
+        limiter: limiter.clone(),
         transport,
         breakers: Arc::new(breakers),
         adapters,
         knowledge: knowledge.clone(),
-        receipts,
-        webhooks: webhooks.clone(),
-        started,
+        receipts: receipts.clone(),
         admission: Default::default(),
         streams: Default::default(),
         config_texts: Default::default(),
     });
-    crate::chat::policy_select::log_stored_defaults(app.store.as_ref(), app.adapters.snapshot().as_ref());
+    let app = AppState::new(crate::app::Shared {
+        config: config_swap,
+        plugins: plugins.clone(),
+        limiter,
+        auth_failures: crate::auth::failures::FailureWatch::start(store_dyn.clone()),
+        store: store_dyn,
+        receipts,
+        webhooks: webhooks.clone(),
+        started,
+        chat,
+    });
+    crate::chat::policy_select::log_stored_defaults(app.store.as_ref(), app.chat.adapters.snapshot().as_ref());
     plugins.watch(Duration::from_millis(app.config().plugins.reload_debounce_ms))?;
     // Index the knowledge bases in the background; queries before it finishes build their own.
     tokio::task::spawn_blocking(move || knowledge.prewarm());
@@ -92,15 +100,15 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> any
         Err(_) => {
             // Streams still open are cut with an error frame, and their
             // outcomes committed, before the store closes.
-            let open = app.streams.open_count();
+            let open = app.chat.streams.open_count();
             tracing::warn!(
                 grace_ms = grace.as_millis() as u64,
                 streams = open,
                 "requests still running after the grace period; cutting streams"
             );
-            app.streams.cut();
-            if !app.streams.ended(CUT_STREAMS_END).await {
-                tracing::error!(streams = app.streams.open_count(), "streams still running after the cut; their outcomes are lost");
+            app.chat.streams.cut();
+            if !app.chat.streams.ended(CUT_STREAMS_END).await {
+                tracing::error!(streams = app.chat.streams.open_count(), "streams still running after the cut; their outcomes are lost");
             }
             // Let the connections write the last frames.
             let _ = tokio::time::timeout(crate::chat::cutoff::LAST_FRAMES, &mut server).await;
@@ -156,7 +164,7 @@ async fn serve(listener: TcpListener, router: axum::Router, app: AppState, mut s
                 keep_alive: Duration::from_millis(cfg.server.keep_alive_timeout_ms),
                 h2_streams: cfg.server.http2_max_concurrent_streams,
                 per_ip: cfg.server.max_connections_per_ip,
-                trusted: (!cfg.server.trusted_proxies.is_empty() && peers::is_trusted(&cfg.server.trusted_proxies, Some(peer)))
+                trusted: (!cfg.server.trusted_proxies.is_empty() && crate::net::is_trusted(&cfg.server.trusted_proxies, Some(peer)))
                     .then(|| Arc::new(cfg.server.trusted_proxies.clone())),
             }
         };
@@ -189,7 +197,7 @@ struct Settings {
     h2_streams: u32,
     per_ip: usize,
     /// The trusted proxies, when this peer is one of them.
-    trusted: Option<Arc<Vec<peers::Cidr>>>,
+    trusted: Option<Arc<Vec<crate::net::Cidr>>>,
 }
 
 /// One accepted connection: its peer and the place it holds under the per-IP cap.
@@ -232,7 +240,7 @@ async fn connection(
             let in_request = activity.begin();
             // The client's address, for the failed-authentication watch: the
             // peer's, or the one a trusted balancer forwarded.
-            let forwarded = trusted.as_deref().and_then(|t| peers::forwarded_client(t, req.headers()));
+            let forwarded = trusted.as_deref().and_then(|t| crate::net::forwarded_client(t, req.headers()));
             req.extensions_mut().insert(crate::auth::failures::ClientAddr(Some(forwarded.unwrap_or(peer))));
             // Behind a balancer, a request counts against its client's address
             // while it runs; over the cap, the auth layer refuses it (in the
@@ -241,7 +249,7 @@ async fn connection(
                 Some(ip) if per_ip > 0 => {
                     let place = peers.enter(ip, per_ip);
                     if place.is_none() {
-                        req.extensions_mut().insert(peers::Crowded { ip, cap: per_ip });
+                        req.extensions_mut().insert(crate::api::middleware::Crowded { ip, cap: per_ip });
                     }
                     place
                 }

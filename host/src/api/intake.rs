@@ -25,7 +25,7 @@ use axum::http::{StatusCode, header};
 use axum::response::Response;
 use http_body_util::BodyExt;
 
-use super::error::ErrorFormat;
+use crate::error::ErrorFormat;
 use crate::app::AppState;
 use crate::auth::AuthContext;
 use crate::chat::admission;
@@ -43,7 +43,7 @@ pub async fn take(app: &AppState, mut req: Request) -> Result<Request, Response>
         return Err(format.error(StatusCode::BAD_REQUEST, "the path is not valid UTF-8 once percent-decoded"));
     }
     // Admission first (chat routes): a refused body is never read.
-    let admitted = admission::admit(app, req.uri().path(), req.extensions().get::<AuthContext>()).await?;
+    let admitted = admission::admit(&app.chat, req.uri().path(), req.extensions().get::<AuthContext>()).await?;
     let declared = req.headers().get(header::CONTENT_LENGTH).and_then(|v| v.to_str().ok()).and_then(|v| v.parse::<u64>().ok());
     if declared.is_some_and(|n| n > max as u64) {
         return Err(too_large(format, max));
@@ -61,7 +61,7 @@ pub async fn take(app: &AppState, mut req: Request) -> Result<Request, Response>
         Ok(req) => Ok(req),
         Err((resp, abandoned)) => {
             if let (Some(why), Some(ctx)) = (abandoned, ctx) {
-                admission::abandoned(app, &ctx, &load, why).await;
+                admission::abandoned(&app.chat, &ctx, &load, why).await;
             }
             Err(resp)
         }
@@ -82,7 +82,7 @@ async fn read(
         return Ok(req);
     }
     let (parts, mut body) = req.into_parts();
-    let mut receiving = app.admission.receiving();
+    let mut receiving = app.chat.admission.receiving();
     let collect = async {
         let mut chunks: Vec<Bytes> = Vec::new();
         let mut len = 0usize;

@@ -5,7 +5,7 @@ use axum::extract::rejection::JsonRejection;
 use axum::extract::{FromRequest, Request};
 use serde::de::DeserializeOwned;
 
-use super::error::{AdminError, code};
+use crate::error::{AdminError, code};
 
 /// `Json<T>` with errors in the nested format.
 pub struct AdminJson<T>(pub T);

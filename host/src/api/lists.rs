@@ -7,18 +7,14 @@
 use std::collections::HashMap;
 
 use axum::Json;
-use axum::extract::{Query, Request, State};
-use axum::http::StatusCode;
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
+use axum::extract::{Query, State};
 use chrono::{DateTime, Duration, NaiveDate, Utc};
 use serde_json::{Value, json};
 
-use super::error::{AdminError, code};
-use super::time::iso;
+use crate::error::AdminError;
+use crate::time::iso;
 use crate::app::AppState;
-use crate::auth::limits::{BucketSet, effective};
-use crate::auth::{Admin, AuthContext};
+use crate::auth::Admin;
 use crate::store::AuditQuery;
 use crate::store::model::{AuditRecord, GroupStatus, Severity};
 
@@ -62,33 +58,6 @@ fn parse_date(s: &str, end_of_day: bool) -> Option<DateTime<Utc>> {
 
 fn pagination(page: u64, limit: u64, total: u64) -> Value {
     json!({"page": page, "limit": limit, "total": total, "pages": total.div_ceil(limit)})
-}
-
-/// Rate limits of the admin read routes, per key (section 8).
-pub async fn admin_read_limit(State(app): State<AppState>, req: Request, next: Next) -> Response {
-    let Some(ctx) = req.extensions().get::<AuthContext>().cloned() else {
-        return next.run(req).await;
-    };
-    let limits = effective(app.config().limits.admin_read, &Default::default());
-    let d = app.limiter.check(BucketSet::AdminRead, &ctx.key.id, limits, Utc::now());
-    let resp = if let Some(x) = &d.exceeded {
-        let (events, audit) = crate::chat::handler::limit_reached(&ctx, &d);
-        if !events.is_empty()
-            && let Err(e) = app.store.enqueue_events(events, audit).await
-        {
-            tracing::error!(error = %e, "recording api:limit_reached failed");
-        }
-        let mut e = AdminError::new(
-            StatusCode::TOO_MANY_REQUESTS,
-            code::RATE_LIMIT_EXCEEDED,
-            format!("this API key reached its {} limit of {} admin reads; retry after {} s", x.window.name(), x.limit, x.retry_after_secs),
-        );
-        e.retry_after = Some(x.retry_after_secs);
-        e.into_response()
-    } else {
-        next.run(req).await
-    };
-    crate::chat::handler::with_limit_headers(resp, &d)
 }
 
 const AUDIT_PARAMS: &[&str] = &["page", "limit", "startDate", "endDate", "type", "severity", "userId", "search"];
@@ -214,8 +183,8 @@ pub struct AuditLogsQuery {
     get, path = "/audit-logs", tag = "admin", params(AuditLogsQuery),
     responses(
         (status = 200, description = "One page of audit records, newest first", body = crate::api::schema::Success<crate::api::schema::AuditLogPage>),
-        (status = 400, description = "A bad parameter; the code names it (`INVALID_PAGE`, ..., `INVALID_PARAMETER`)", body = super::error::NestedError),
-        (status = 429, description = "The key's admin-read limit (`RATE_LIMIT_EXCEEDED`, `retryAfter`)", body = super::error::NestedError),
+        (status = 400, description = "A bad parameter; the code names it (`INVALID_PAGE`, ..., `INVALID_PARAMETER`)", body = crate::error::NestedError),
+        (status = 429, description = "The key's admin-read limit (`RATE_LIMIT_EXCEEDED`, `retryAfter`)", body = crate::error::NestedError),
     )
 )]
 pub async fn audit_logs(State(app): State<AppState>, Admin(_): Admin, Query(p): Query<Params>) -> Result<Json<Value>, AdminError> {
@@ -279,8 +248,8 @@ pub struct GroupList {
     get, path = "/groups", tag = "admin", params(GroupsQuery),
     responses(
         (status = 200, description = "Groups with their members", body = GroupList),
-        (status = 400, description = "A bad parameter; the code names it", body = super::error::NestedError),
-        (status = 429, description = "The key's admin-read limit (`RATE_LIMIT_EXCEEDED`, `retryAfter`)", body = super::error::NestedError),
+        (status = 400, description = "A bad parameter; the code names it", body = crate::error::NestedError),
+        (status = 429, description = "The key's admin-read limit (`RATE_LIMIT_EXCEEDED`, `retryAfter`)", body = crate::error::NestedError),
     )
 )]
 pub async fn groups(State(app): State<AppState>, Admin(_): Admin, Query(p): Query<Params>) -> Result<Json<Value>, AdminError> {

@@ -19,7 +19,7 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement
 use utoipa::openapi::{ContentBuilder, HeaderBuilder, OpenApi, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, ToSchema};
 
-use super::error::{ErrorFormat, FlatError, NestedError, OpenAiError};
+use crate::error::{ErrorFormat, FlatError, NestedError, OpenAiError};
 use crate::auth::{self, Authed};
 
 /// Name of the security scheme in the document.

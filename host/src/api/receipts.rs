@@ -7,7 +7,7 @@ use axum::Json;
 use axum::extract::{Path, State};
 use serde_json::{Value, json};
 
-use super::error::AdminError;
+use crate::error::AdminError;
 use crate::app::AppState;
 use crate::auth::Authed;
 
@@ -38,7 +38,7 @@ pub async fn public_key(State(app): State<AppState>, Authed(_): Authed) -> Json<
     params(("bundle_id" = String, Path, description = "From `metadata.smltp.bundle_id`")),
     responses(
         (status = 200, description = "`{receipt, signature, batch?}`: `batch` `{root, path: [{side, hash}]}` when the receipt was signed with the others of its commit", body = crate::api::schema::Success<crate::api::schema::JsonObject>),
-        (status = 404, description = "No such receipt, or made by another key", body = crate::api::error::NestedError),
+        (status = 404, description = "No such receipt, or made by another key", body = crate::error::NestedError),
     )
 )]
 pub async fn get(State(app): State<AppState>, Authed(ctx): Authed, Path(bundle_id): Path<String>) -> Result<Json<Value>, AdminError> {

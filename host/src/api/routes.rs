@@ -9,11 +9,10 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::admin::{groups, keys, plugins, usage, users};
-use super::error::{AdminError, ChatError, ErrorFormat, code, openai_error, text};
-use super::{discovery, health, lists, openapi, receipts, request_id};
+use crate::error::{AdminError, ChatError, ErrorFormat, code, openai_error, text};
+use super::{chat, discovery, health, lists, metrics, openapi, receipts};
+use crate::request_id;
 use crate::app::AppState;
-use crate::auth;
-use crate::chat::{guard, handler, openai};
 
 /// Every route with its handler. Paths and methods come from each handler's
 /// `#[utoipa::path]`, so this table is also the OpenAPI document.
@@ -22,9 +21,9 @@ fn routes(app: &AppState) -> OpenApiRouter<AppState> {
         // Public
         .routes(routes!(health::health))
         // Operations
-        .routes(routes!(crate::metrics::handler))
+        .routes(routes!(metrics::metrics))
         .routes(routes!(openapi::document))
-        .routes(routes!(guard::policy_check))
+        .routes(routes!(chat::policy_check))
         // Discovery
         .routes(routes!(discovery::models))
         .routes(routes!(discovery::indexes))
@@ -37,12 +36,12 @@ fn routes(app: &AppState) -> OpenApiRouter<AppState> {
             OpenApiRouter::new()
                 .routes(routes!(lists::audit_logs))
                 .routes(routes!(lists::groups))
-                .route_layer(middleware::from_fn_with_state(app.clone(), lists::admin_read_limit)),
+                .route_layer(middleware::from_fn_with_state(app.clone(), super::middleware::admin_read_limit)),
         )
         // Chat
-        .routes(routes!(handler::completions))
-        .routes(routes!(openai::completions))
-        .routes(routes!(openai::models))
+        .routes(routes!(chat::completions))
+        .routes(routes!(chat::openai_completions))
+        .routes(routes!(chat::openai_models))
         // Admin: users, groups, keys, usage, plugins, events, audit
         .routes(routes!(users::create, users::list))
         .routes(routes!(users::get))
@@ -58,7 +57,7 @@ fn routes(app: &AppState) -> OpenApiRouter<AppState> {
         .routes(routes!(usage::events))
         .routes(routes!(lists::verify_audit))
         // Webhooks (admin)
-        .merge(crate::webhooks::routes::router(app.webhooks.clone()))
+        .merge(super::webhooks::router(app.webhooks.clone()))
 }
 
 /// Build the router. Layers run outermost first: request id and metrics, body limit, then authentication and body intake.
@@ -70,7 +69,8 @@ pub fn router(app: AppState) -> Router {
     router
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(middleware::from_fn_with_state(app.clone(), auth::layer))
+        .layer(middleware::from_fn_with_state(app.clone(), super::middleware::intake))
+        .layer(middleware::from_fn_with_state(app.clone(), super::middleware::authenticate))
         .layer(DefaultBodyLimit::max(max_body))
         .layer(middleware::from_fn(request_id::layer))
         .with_state(app)

@@ -1,22 +1,26 @@
 //! Authentication: `Authorization: Bearer sk-…` on every route but the public
-//! ones, checked by one middleware; handlers take [`Authed`] or [`Admin`]
-//! extractors, so a handler that forgets auth does not compile, and one whose
-//! route was wrongly listed as public fails closed (401).
+//! ones, checked by [`authenticate`] (run by `api::middleware::authenticate`
+//! on every request); handlers take [`Authed`] or [`Admin`] extractors, so a
+//! handler that forgets auth does not compile, and one whose route was wrongly
+//! listed as public fails closed (401). This module only authenticates:
+//! admission and body intake are their own middleware.
 
 pub mod failures;
 pub mod keys;
+pub mod limit_reply;
 pub mod limits;
 
 use std::sync::Arc;
 
-use axum::extract::{FromRequestParts, Request, State};
+use axum::extract::{FromRequestParts, Request};
 use axum::http::request::Parts;
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
-use crate::api::error::ErrorFormat;
-use crate::app::AppState;
+use crate::config::ScrapeKey;
+use crate::error::ErrorFormat;
+use crate::store::Store;
 use crate::store::model::ApiKeyRecord;
+use failures::FailureWatch;
 use keys::KeyHash;
 
 /// Routes served without a key. The only list of them.
@@ -45,45 +49,22 @@ impl AuthContext {
     }
 }
 
-/// Middleware: authenticate every non-public request, then take the body in
-/// (`api::intake`: admission, size cap, read deadline) — one layer for both,
-/// in that order, so an anonymous client never gets its body read.
-pub async fn layer(State(app): State<AppState>, mut req: Request, next: Next) -> Response {
-    // A forwarded client over `server.max_connections_per_ip` (`server::peers`).
-    if let Some(crowded) = req.extensions().get::<crate::server::peers::Crowded>() {
-        return crowded.refusal(req.uri().path());
-    }
-    if req.uri().path() == METRICS_ROUTE && presents_scrape_key(&app, &req) {
-        req.extensions_mut().insert(ScrapeAccess);
-    } else if !is_public(req.uri().path()) {
-        match authenticate(&app, &req) {
-            Ok(ctx) => {
-                req.extensions_mut().insert(ctx);
-            }
-            Err(refused) => return *refused,
-        }
-    }
-    match crate::api::intake::take(&app, req).await {
-        Ok(req) => next.run(req).await,
-        Err(refused) => refused,
-    }
-}
-
 /// Does the request carry the configured scrape key? Anything else goes on to
 /// the ordinary key check (and its 401 and failure count).
-fn presents_scrape_key(app: &AppState, req: &Request) -> bool {
-    let Some(expected) = app.config().metrics.scrape_key else { return false };
+pub fn presents_scrape_key(expected: Option<&ScrapeKey>, req: &Request) -> bool {
+    let Some(expected) = expected else { return false };
     let token = req.headers().get(axum::http::header::AUTHORIZATION).and_then(|h| h.to_str().ok()).and_then(keys::bearer_token);
     token.is_some_and(|t| expected.matches(t))
 }
 
-/// The key a request presents, or the 401 (500 if the store fails) in its route's format.
-fn authenticate(app: &AppState, req: &Request) -> Result<AuthContext, Box<Response>> {
+/// The key a request presents, or the 401 (500 if the store fails) in its
+/// route's format; every refusal is counted in `failures` by client address.
+pub fn authenticate(store: &dyn Store, failures: &FailureWatch, req: &Request) -> Result<AuthContext, Box<Response>> {
     let path = req.uri().path();
     let format = ErrorFormat::for_path(path);
     let client = req.extensions().get::<failures::ClientAddr>().and_then(|c| c.0);
     let refuse = |reason: failures::Reason, revoked: Option<&str>, message: &str| {
-        app.auth_failures.record(client, reason, path, revoked);
+        failures.record(client, reason, path, revoked);
         Box::new(format.unauthorized(message))
     };
     let Some(header) = req.headers().get(axum::http::header::AUTHORIZATION) else {
@@ -96,15 +77,15 @@ fn authenticate(app: &AppState, req: &Request) -> Result<AuthContext, Box<Respon
         return Err(refuse(failures::Reason::Invalid, None, "invalid API key: keys start with `sk-`"));
     }
     let hash = KeyHash::of(token);
-    match app.store.find_key_by_hash(&hash) {
+    match store.find_key_by_hash(&hash) {
         Ok(Some(key)) if !key.is_revoked() => Ok(AuthContext { key }),
         Ok(Some(key)) => Err(refuse(failures::Reason::Revoked, Some(&key.id), "this API key has been revoked")),
         Ok(None) => Err(refuse(failures::Reason::Invalid, None, "invalid API key")),
         Err(e) => {
             tracing::error!(error = %e, "key lookup failed");
             Err(Box::new(match format {
-                ErrorFormat::Flat => crate::api::error::ChatError::internal().into_response(),
-                _ => crate::api::error::AdminError::internal().into_response(),
+                ErrorFormat::Flat => crate::error::ChatError::internal().into_response(),
+                _ => crate::error::AdminError::internal().into_response(),
             }))
         }
     }
@@ -154,9 +135,9 @@ impl<S: Send + Sync> FromRequestParts<S> for MetricsReader {
         if ctx.is_admin() {
             Ok(MetricsReader)
         } else {
-            Err(crate::api::error::AdminError::new(
+            Err(crate::error::AdminError::new(
                 axum::http::StatusCode::FORBIDDEN,
-                crate::api::error::code::INSUFFICIENT_PERMISSIONS,
+                crate::error::code::INSUFFICIENT_PERMISSIONS,
                 "`/metrics` needs an admin API key or the scrape key named by `metrics.scrape_key_env`",
             )
             .into_response())

@@ -9,7 +9,7 @@
 //! 3. a place under the host-wide `chat.max_in_flight`, or 503 `Server busy`;
 //! 4. a place among the key's bodies being received (at most its share), or
 //!    429 naming the concurrency cap — then the body (`api::intake`);
-//! 5. the limiter counts the request (`chat::handler`), after which
+//! 5. the limiter counts the request (`chat::pipeline`), after which
 //! 6. the key takes a place among its requests in flight (at most its share),
 //!    or gets the same 429, not counted;
 //! 7. validation and the rest of the pipeline.
@@ -44,11 +44,12 @@ use chrono::Utc;
 use serde_json::json;
 
 use super::format::Format;
-use super::handler::{self, Reply};
-use crate::api::error::{ChatError, ErrorFormat, text};
-use crate::app::AppState;
+use super::pipeline::{self, Reply};
+use crate::error::{ChatError, ErrorFormat, text};
+use super::deps::ChatDeps;
 use crate::audit::{Audit, category, kind, outcome};
 use crate::auth::AuthContext;
+use crate::auth::limit_reply;
 use crate::auth::limits::{BucketSet, Decision, effective};
 use crate::config::ChatConfig;
 use crate::store::model::Severity;
@@ -282,7 +283,7 @@ pub struct Admit {
 
 /// For the intake, steps 2 to 4: the chat request's places, or the answer
 /// that refuses it. Other routes pass (`Ok(None)`).
-pub async fn admit(app: &AppState, path: &str, ctx: Option<&AuthContext>) -> Result<Option<Admit>, Response> {
+pub async fn admit(deps: &ChatDeps, path: &str, ctx: Option<&AuthContext>) -> Result<Option<Admit>, Response> {
     if !is_chat_route(path) {
         return Ok(None);
     }
@@ -291,27 +292,27 @@ pub async fn admit(app: &AppState, path: &str, ctx: Option<&AuthContext>) -> Res
         return Ok(None);
     };
     let (limits, max, share) = {
-        let cfg = app.config();
+        let cfg = deps.config();
         (effective(cfg.limits.chat, &ctx.key.limits), cfg.chat.max_in_flight, key_share(&cfg.chat))
     };
     let format = format_of(path);
-    let decision = app.limiter.peek(BucketSet::Chat, &ctx.key.id, limits, Utc::now());
+    let decision = deps.limiter.peek(BucketSet::Chat, &ctx.key.id, limits, Utc::now());
     if !decision.allowed {
-        let (events, audit) = handler::limit_reached(ctx, &decision);
-        let mut reply = Reply::error(format, handler::rate_limit_error(&decision), events);
+        let (events, audit) = limit_reply::limit_reached(ctx, &decision);
+        let mut reply = Reply::error(format, limit_reply::rate_limit_error(&decision), events);
         reply.audit = audit;
-        return Err(handler::with_limit_headers(handler::finish(app, reply, None).await, &decision));
+        return Err(limit_reply::with_limit_headers(pipeline::finish(deps, reply, None).await, &decision));
     }
-    let Some(mut slot) = app.admission.enter(max) else {
+    let Some(mut slot) = deps.admission.enter(max) else {
         crate::metrics::get().chat_shed.inc();
         tracing::debug!(max, "chat request refused: the server is at chat.max_in_flight");
         let message = format!("the gateway is serving its limit of {max} chat requests at once; retry after {RETRY_AFTER_SECS} s");
         return Err(ErrorFormat::for_path(path).busy(&message, RETRY_AFTER_SECS));
     };
-    let load = app.admission.key(&ctx.key.id);
+    let load = deps.admission.key(&ctx.key.id);
     let Some(body) = load.begin_body(share) else {
         let why = format!("{share} request bodies arriving");
-        return Err(over_share(app, ctx, &load, format, &why, share, &decision, None).await);
+        return Err(over_share(deps, ctx, &load, format, &why, share, &decision, None).await);
     };
     slot.load = Some(Arc::clone(&load));
     Ok(Some(Admit { slot, body, load }))
@@ -321,7 +322,7 @@ pub async fn admit(app: &AppState, path: &str, ctx: Option<&AuthContext>) -> Res
 /// per key and minute fires `api:limit_reached` with its audit record.
 #[allow(clippy::too_many_arguments, reason = "the refusal names what the key holds, its share and its limits")]
 pub(super) async fn over_share(
-    app: &AppState,
+    deps: &ChatDeps,
     ctx: &AuthContext,
     load: &KeyLoad,
     format: Format,
@@ -337,7 +338,7 @@ pub(super) async fn over_share(
         .get_or_create(&crate::metrics::LimitLabel { bucket: "chat".to_owned(), window: "concurrency".to_owned() })
         .inc();
     let (max, fraction) = {
-        let cfg = app.config();
+        let cfg = deps.config();
         (cfg.chat.max_in_flight, cfg.chat.key_share)
     };
     let mut e = ChatError::new(
@@ -360,7 +361,7 @@ pub(super) async fn over_share(
                 "userId": ctx.key.user_id,
                 "limit": "concurrency",
                 "limitValue": share,
-                "resetTime": crate::api::time::iso(reset),
+                "resetTime": crate::time::iso(reset),
             }),
         ));
         reply_audit.push(
@@ -376,16 +377,16 @@ pub(super) async fn over_share(
     }
     let mut reply = Reply::error(format, e, events);
     reply.audit = reply_audit;
-    handler::with_limit_headers(handler::finish(app, reply, guard).await, decision)
+    limit_reply::with_limit_headers(pipeline::finish(deps, reply, guard).await, decision)
 }
 
 /// A body its client abandoned (timed out or cut off): counted once in the
 /// key's per-minute and per-hour windows — it held a place all that time —
 /// and audited once per key and minute. Not in the day and month quotas,
 /// which bill work done.
-pub async fn abandoned(app: &AppState, ctx: &AuthContext, load: &KeyLoad, why: &str) {
+pub async fn abandoned(deps: &ChatDeps, ctx: &AuthContext, load: &KeyLoad, why: &str) {
     let now = Utc::now();
-    app.limiter.count_rates(BucketSet::Chat, &ctx.key.id, now);
+    deps.limiter.count_rates(BucketSet::Chat, &ctx.key.id, now);
     if !KeyLoad::first_in(&load.abandon_reported, now.timestamp().div_euclid(60)) {
         return;
     }
@@ -401,7 +402,7 @@ pub async fn abandoned(app: &AppState, ctx: &AuthContext, load: &KeyLoad, why: &
     .meta("reason", why.to_owned())
     .build();
     let outcome = RequestOutcome { audit: vec![entry], ..Default::default() };
-    if let Err(e) = app.store.finish_request(outcome).await {
+    if let Err(e) = deps.store.finish_request(outcome).await {
         tracing::error!(error = %e, "recording an abandoned request body failed");
     }
 }

@@ -14,7 +14,7 @@ use serde_json::{Value, json};
 
 use super::response::{self, DONE, Meta};
 use super::types::Usage;
-use crate::api::error::{ChatError, text};
+use crate::error::{ChatError, text};
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
@@ -52,7 +52,7 @@ impl Format {
                 if let Some(a) = e.extra.get("attempts") {
                     err["attempts"] = a.clone();
                 }
-                if let Some(id) = crate::api::request_id::current() {
+                if let Some(id) = crate::request_id::current() {
                     err["request_id"] = json!(id);
                 }
                 json!({"error": err})

@@ -21,7 +21,7 @@ use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use sha2::{Digest, Sha256};
 
-use crate::api::error::{ChatError, text};
+use crate::error::{ChatError, text};
 use crate::store::Store;
 use crate::store::records::{Claim, IdempotencyRecord, IdempotencyState};
 

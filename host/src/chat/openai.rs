@@ -5,22 +5,11 @@
 //! `prompt_shield`, `user_id`, `conversation_id`) are accepted too, as SDKs
 //! send them through `extra_body`. There is no retrieval on this route.
 
-use axum::Json;
-use axum::body::Bytes;
-use axum::extract::State;
-use axum::http::HeaderMap;
-use axum::response::Response;
 use serde_json::{Value, json};
 
-use super::admission::Admitted;
 use super::format::Format;
-use super::handler;
-use super::providers::model_permitted;
 use super::request::{self, ChatParams, TimeoutDefaults, ZERO_KNOWLEDGE};
-use super::types::ModelId;
-use crate::api::error::ChatError;
-use crate::app::AppState;
-use crate::auth::Authed;
+use crate::error::ChatError;
 
 /// OpenAI request fields that are accepted and ignored (they do not change
 /// what the gateway does).
@@ -96,56 +85,6 @@ pub fn parse(body: &[u8], defaults: TimeoutDefaults) -> Result<(ChatParams, Form
     obj.insert("use_rag".into(), json!(false));
     let params = request::from_object(obj, defaults)?;
     Ok((params, Format::OpenAi { include_usage }))
-}
-
-/// `POST /api/external/v1/chat/completions`.
-#[utoipa::path(
-    post, path = "/api/external/v1/chat/completions", tag = "openai", request_body = crate::api::schema::OpenAiChatRequest,
-    params(("Idempotency-Key" = Option<String>, Header, description = "1–255 visible ASCII: a retry returns the first answer")),
-    responses(
-        (status = 200, description = "OpenAI's `chat.completion`, or with `stream: true` `chat.completion.chunk` SSE lines then `data: [DONE]`",
-         content((crate::api::schema::OpenAiChatCompletion = "application/json"), (String = "text/event-stream"))),
-        (status = 400, description = "Invalid request", body = crate::api::error::OpenAiError),
-        (status = 403, description = "Access denied", body = crate::api::error::OpenAiError),
-        (status = 409, description = "The same `Idempotency-Key` is still running", body = crate::api::error::OpenAiError),
-        (status = 422, description = "`Idempotency-Key` reused with a different body", body = crate::api::error::OpenAiError),
-        (status = 429, description = "Rate limit, quota or the key's concurrency cap, or every attempt was rate-limited", body = crate::api::error::OpenAiError),
-        (status = 502, description = "The failover chain is exhausted", body = crate::api::error::OpenAiError),
-        (status = 503, description = "`server_busy`: `chat.max_in_flight` requests are being served; retry after `Retry-After` seconds",
-         body = crate::api::error::OpenAiError),
-    )
-)]
-pub async fn completions(
-    State(app): State<AppState>,
-    Authed(ctx): Authed,
-    Admitted(slot): Admitted,
-    headers: HeaderMap,
-    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
-) -> Response {
-    let format = Format::OpenAi { include_usage: false };
-    match body {
-        Ok(body) => handler::serve(app, ctx, slot, headers, body, format).await,
-        Err(rej) => format.error_response(handler::body_error(&rej, app.config().server.max_body_bytes)),
-    }
-}
-
-/// `GET /api/external/v1/models`: the configured models this key may use, in OpenAI's list shape.
-#[utoipa::path(
-    get, path = "/api/external/v1/models", tag = "openai",
-    responses((status = 200, description = "OpenAI's model list", body = crate::api::schema::OpenAiModelList))
-)]
-pub async fn models(State(app): State<AppState>, Authed(ctx): Authed) -> Json<Value> {
-    let cfg = app.config();
-    let mut data: Vec<Value> = Vec::new();
-    for (name, p) in &cfg.providers {
-        for m in &p.models {
-            let Ok(id) = ModelId::parse(m) else { continue };
-            if id.provider() == name && model_permitted(&ctx.key.allowed_models, &id) {
-                data.push(json!({"id": id.as_str(), "object": "model", "created": 0, "owned_by": name}));
-            }
-        }
-    }
-    Json(json!({"object": "list", "data": data}))
 }
 
 #[cfg(test)]

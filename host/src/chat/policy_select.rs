@@ -10,7 +10,7 @@
 use axum::http::StatusCode;
 
 use super::providers::AdapterSet;
-use crate::api::error::{ChatError, text};
+use crate::error::{ChatError, text};
 use crate::store::model::ApiKeyRecord;
 
 /// Where the winning candidate came from (`metadata.smltp_policy_source`).

@@ -9,7 +9,7 @@ use serde_json::{Map, Value};
 
 use super::screen::{self, Hidden};
 use super::types::{ChainEntry, Message, ModelId, Role, Trigger};
-use crate::api::error::{ChatError, text};
+use crate::error::{ChatError, text};
 
 /// Most messages per request.
 pub const MAX_MESSAGES: usize = 100;

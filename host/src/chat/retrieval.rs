@@ -9,13 +9,13 @@ use std::collections::HashMap;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
-use super::guard::subject;
-use super::handler::Prepared;
+use super::input::subject;
+use super::pipeline::Prepared;
 use super::request::ZERO_KNOWLEDGE;
 use super::security::{self, Action, Guarded, PII_DLP, PROMPT_SHIELD, Refusal, Stage, Strictness};
 use super::types::{Message, Role};
-use crate::api::error::{ChatError, text};
-use crate::app::AppState;
+use crate::error::{ChatError, text};
+use super::deps::ChatDeps;
 use crate::auth::AuthContext;
 
 /// Most distinct documents listed in `metadata.sources` (spec 2.2).
@@ -62,15 +62,15 @@ that appear inside them.";
 /// RAG off, shield the passages, and extend the system context. A failing
 /// retriever refuses the request (502 `Retrieval failed`), never answers as
 /// if the knowledge base were empty.
-pub async fn augment(app: &AppState, ctx: &AuthContext, p: &mut Prepared, guarded: &mut Guarded) -> Result<(), Box<Refusal>> {
+pub async fn augment(deps: &ChatDeps, ctx: &AuthContext, p: &mut Prepared, guarded: &mut Guarded) -> Result<(), Box<Refusal>> {
     if p.params.index == ZERO_KNOWLEDGE || !p.params.use_rag {
         return Ok(());
     }
     let Some(query) = p.normalized.messages.iter().rev().find(|m| m.role == Role::User).map(|m| m.content.clone()) else {
         return Ok(());
     };
-    let k = app.config().indexes.get(&p.params.index).map_or(4, |ix| ix.top_k);
-    let kb = app.knowledge.clone();
+    let k = deps.config().indexes.get(&p.params.index).map_or(4, |ix| ix.top_k);
+    let kb = deps.knowledge.clone();
     let index = p.params.index.clone();
     let started = std::time::Instant::now();
     let found = tokio::task::spawn_blocking(move || kb.retrieve(&index, &query, k))
@@ -89,8 +89,8 @@ pub async fn augment(app: &AppState, ctx: &AuthContext, p: &mut Prepared, guarde
         }
     })?;
     let mut removed = Vec::new();
-    let passages = shield_passages(app, ctx, p, guarded, passages, &mut removed)?;
-    let passages = protect_passages(app, ctx, p, guarded, passages, &mut removed)?;
+    let passages = shield_passages(deps, ctx, p, guarded, passages, &mut removed)?;
+    let passages = protect_passages(deps, ctx, p, guarded, passages, &mut removed)?;
     p.meta.documents_removed = removed;
     p.meta.rag_enabled = true;
     p.meta.documents_retrieved = passages.len() as u64;
@@ -107,7 +107,7 @@ pub async fn augment(app: &AppState, ctx: &AuthContext, p: &mut Prepared, guarde
 /// blocked input, and an entry in `removed` (`metadata.documents_removed`);
 /// a flag is recorded and the passage kept.
 fn shield_passages(
-    app: &AppState,
+    deps: &ChatDeps,
     ctx: &AuthContext,
     p: &Prepared,
     guarded: &mut Guarded,
@@ -128,7 +128,7 @@ fn shield_passages(
     };
     let mode =
         p.meta.prompt_shield_policy.as_ref().and_then(|m| m["mode"].as_str()).and_then(Strictness::parse).unwrap_or(Strictness::Balanced);
-    let config = app.config().plugins.plugin_config(PROMPT_SHIELD).to_string();
+    let config = deps.config().plugins.plugin_config(PROMPT_SHIELD).to_string();
     let who = subject(ctx, p);
     // One inspection of every passage first: the usual case (nothing blocked)
     // costs one plugin call. Only when something is blocked are the passages
@@ -167,7 +167,7 @@ fn shield_passages(
 /// the passages pass unchanged; a policy that asks for PII/DLP without the
 /// detector loaded refuses, as on the input.
 fn protect_passages(
-    app: &AppState,
+    deps: &ChatDeps,
     ctx: &AuthContext,
     p: &Prepared,
     guarded: &mut Guarded,
@@ -188,8 +188,8 @@ fn protect_passages(
             verdicts: Vec::new(),
         }));
     };
-    let config = app.config();
-    let cfg = app.config_texts.pii_dlp(&config, decision.pii_action, decision.dlp_action);
+    let config = deps.config();
+    let cfg = deps.config_texts.pii_dlp(&config, decision.pii_action, decision.dlp_action);
     let who = subject(ctx, p);
     let mut texts: Vec<String> = passages.iter().map(|x| x.text.clone()).collect();
     let verdicts = security::pii_dlp_passages(detector.as_ref(), &decision, &cfg, &mut texts, &who, guarded)?;

@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 
 use super::screen::{FieldTexts, Hidden};
 use super::types::{Message, Role};
-use crate::api::error::{ChatError, text};
+use crate::error::{ChatError, text};
 use crate::audit::{Audit, category, kind, outcome};
 use crate::store::model::{AuditEntry, Severity};
 use crate::store::records::OutboxEvent;

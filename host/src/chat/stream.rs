@@ -24,29 +24,29 @@ use super::chain::{self, ChainResult};
 use super::cutoff;
 use super::engine::{self, OpenStream};
 use super::format::Format;
-use super::handler::{Prepared, Reply, exhausted_error, failover_events, finish, policy_skip};
+use super::pipeline::{Prepared, Reply, exhausted_error, failover_events, finish, policy_skip};
 use super::idempotency::Guard;
 use super::providers;
 use super::security::{Guarded, StreamScanner};
 use super::types::StreamPiece;
 use super::types::{Trigger, Usage};
-use crate::app::AppState;
+use super::deps::ChatDeps;
 use crate::auth::AuthContext;
 use crate::store::records::{OutboxEvent, RequestOutcome, UsageDelta};
 
 /// Frames buffered between the upstream reader and the client.
 const CHANNEL_FRAMES: usize = 16;
 
-pub async fn serve(app: AppState, ctx: AuthContext, mut p: Prepared, mut secured: Guarded, guard: Option<Guard>, slot: Slot) -> Response {
+pub async fn serve(deps: ChatDeps, ctx: AuthContext, mut p: Prepared, mut secured: Guarded, guard: Option<Guard>, slot: Slot) -> Response {
     let result = chain::run(
         &p.params.chain,
         &p.params.on,
-        &app.breakers,
+        &deps.breakers,
         p.counting,
         |e| policy_skip(&secured, e),
         |_, entry| {
             let resolved = providers::resolve(&p.targets, p.adapters.as_ref(), &entry.model);
-            let transport = app.transport.clone();
+            let transport = deps.transport.clone();
             let normalized = &p.normalized;
             async move { engine::open_stream(&transport, &resolved?, entry, normalized).await }
         },
@@ -64,7 +64,7 @@ pub async fn serve(app: AppState, ctx: AuthContext, mut p: Prepared, mut secured
             // Before any byte was sent: JSON, like a non-streaming request.
             let mut reply = Reply::error(format, err, events);
             reply.audit = audit;
-            return finish(&app, reply, guard).await;
+            return finish(&deps, reply, guard).await;
         }
     };
     p.meta.served_model = p.params.chain[index].model.to_string();
@@ -83,7 +83,7 @@ pub async fn serve(app: AppState, ctx: AuthContext, mut p: Prepared, mut secured
     events.append(&mut secured.events);
     let audit = std::mem::take(&mut secured.audit);
     let job = Pump {
-        app: app.clone(),
+        deps: deps.clone(),
         ctx: ctx.clone(),
         events,
         audit,
@@ -93,7 +93,7 @@ pub async fn serve(app: AppState, ctx: AuthContext, mut p: Prepared, mut secured
         prepared: p,
         secured: Arc::new(secured),
         _slot: slot,
-        cut: app.streams.open(),
+        cut: deps.streams.open(),
     };
     tokio::spawn(job.run(open, tx));
     let body =
@@ -107,7 +107,7 @@ pub async fn serve(app: AppState, ctx: AuthContext, mut p: Prepared, mut secured
 }
 
 struct Pump {
-    app: AppState,
+    deps: ChatDeps,
     ctx: AuthContext,
     events: Vec<OutboxEvent>,
     audit: Vec<crate::store::model::AuditEntry>,
@@ -275,7 +275,7 @@ impl Pump {
         let usage = engine::settle_usage(em.reported, &self.prompt_text, &em.generated);
         let mut audit = std::mem::take(&mut self.audit);
         if em.leaked {
-            let (ev, au) = self.secured.canary_leak(&super::guard::subject(&self.ctx, &self.prepared), withhold);
+            let (ev, au) = self.secured.canary_leak(&super::input::subject(&self.ctx, &self.prepared), withhold);
             self.events.push(ev);
             audit.push(au);
         }
@@ -309,7 +309,7 @@ impl Pump {
         } else {
             self.secured.verdict
         };
-        let receipt = self.prepared.receipt(&self.app, &self.ctx, &em.model, &em.sent, verdict);
+        let receipt = self.prepared.receipt(&self.deps, &self.ctx, &em.model, &em.sent, verdict);
         let outcome = RequestOutcome {
             receipt: Some(receipt),
             usage: Some(UsageDelta {
@@ -322,7 +322,7 @@ impl Pump {
             audit,
             idempotency: idem,
         };
-        if let Err(e) = self.app.store.finish_request(outcome).await {
+        if let Err(e) = self.deps.store.finish_request(outcome).await {
             tracing::error!(error = %e, "recording a streamed chat request failed");
         }
         drop(self.guard);

@@ -206,7 +206,7 @@ impl Plugin {
             sha256: self.sha256.clone(),
             size: self.size,
             source: self.source.clone(),
-            loaded_at: crate::api::time::iso(self.loaded_at),
+            loaded_at: crate::time::iso(self.loaded_at),
             calls,
             faults: self.stats.faults.load(Ordering::Relaxed),
             mean_call_us: if calls == 0 { 0.0 } else { nanos as f64 / calls as f64 / 1000.0 },

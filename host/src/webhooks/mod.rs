@@ -7,16 +7,15 @@
 //! * [`store`]: [`store::WebhookStore`] (endpoints, secrets, deliveries, the
 //!   endpoints' outbox cursors) and its redb implementation.
 //! * `dispatcher`: a background worker per endpoint that delivers events from the outbox.
-//! * [`routes`]: `/api/admin/webhooks…` (request and response bodies documented there).
+//! * `api::webhooks`: `/api/admin/webhooks…` (request and response bodies documented there).
 //!
 //! The host starts one [`Webhooks`] at boot, keeps it in the app state, merges
-//! [`routes::router`] into the route table and calls [`Webhooks::shutdown`] on
+//! `api::webhooks::router` into the route table and calls [`Webhooks::shutdown`] on
 //! the way out. API requests never wait for a delivery: they commit an outbox
 //! row (or, for the test route, a delivery row) and return.
 
 mod dispatcher;
 pub mod guard;
-pub mod routes;
 pub mod signer;
 pub mod store;
 
@@ -52,11 +51,11 @@ pub fn is_known_event(name: &str) -> bool {
 /// The running webhook subsystem: storage, the dispatcher, and what the
 /// admin routes need.
 pub struct Webhooks {
-    store: Arc<dyn WebhookStore>,
+    pub(crate) store: Arc<dyn WebhookStore>,
     /// Users (for audit actors); the outbox is read through it too.
-    host_store: Arc<dyn Store>,
-    config: Arc<ArcSwap<Config>>,
-    lookup: Arc<dyn Lookup>,
+    pub(crate) host_store: Arc<dyn Store>,
+    pub(crate) config: Arc<ArcSwap<Config>>,
+    pub(crate) lookup: Arc<dyn Lookup>,
     dispatcher: dispatcher::Dispatcher,
     /// Deletes outbox events past `webhooks.events_retention_days`.
     pruner: tokio::task::JoinHandle<()>,
@@ -145,7 +144,12 @@ impl Webhooks {
         self.dispatcher.shutdown().await;
     }
 
-    fn allow_private(&self) -> bool {
+    /// Wake the endpoint's worker: something for it was stored.
+    pub fn kick(&self, endpoint_id: &str) {
+        self.dispatcher.kick(endpoint_id);
+    }
+
+    pub(crate) fn allow_private(&self) -> bool {
         self.config.load().webhooks.allow_private
     }
 }

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{actor_audit, new_id, ok, text_field};
-use crate::api::error::{AdminError, NestedError};
+use crate::error::{AdminError, NestedError};
 use crate::api::json::AdminJson;
 use crate::api::schema::Success;
 use crate::app::AppState;
@@ -76,7 +76,7 @@ impl From<&Group> for GroupView {
             description: g.description.clone(),
             status: g.status,
             default_policy: g.default_policy.clone(),
-            created_at: crate::api::time::iso(g.created_at),
+            created_at: crate::time::iso(g.created_at),
         }
     }
 }

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{actor_audit, new_id, ok, text_field};
-use crate::api::error::{AdminError, NestedError};
+use crate::error::{AdminError, NestedError};
 use crate::api::json::AdminJson;
 use crate::api::schema::Success;
 use crate::app::AppState;
@@ -137,8 +137,8 @@ impl From<&ApiKeyRecord> for KeyView {
                 per_day: k.limits.per_day,
                 per_month: k.limits.per_month,
             },
-            created_at: crate::api::time::iso(k.created_at),
-            revoked_at: k.revoked_at.map(crate::api::time::iso),
+            created_at: crate::time::iso(k.created_at),
+            revoked_at: k.revoked_at.map(crate::time::iso),
             status: if k.is_revoked() { "revoked" } else { "active" },
         }
     }
@@ -190,7 +190,7 @@ fn apply(app: &AppState, key: &mut ApiKeyRecord, o: KeyOptions) -> Result<(), Ad
     // request; refuse it now. Checked on the result, so narrowing
     // `allowedPolicies` below the current default is caught too.
     if policies_changed && let Some(p) = &key.default_policy {
-        let adapters = app.adapters.snapshot();
+        let adapters = app.chat.adapters.snapshot();
         if let Some(problem) = crate::chat::policy_select::default_problem(adapters.as_ref(), key, p) {
             let usable = crate::chat::policy_select::usable_names(adapters.as_ref(), key);
             return Err(AdminError::validation(format!(

@@ -41,13 +41,13 @@ pub fn new_id(prefix: &str) -> String {
 }
 
 /// Trim and bound a free-text field.
-pub fn text_field(name: &str, value: &str, max: usize, required: bool) -> Result<String, crate::api::error::AdminError> {
+pub fn text_field(name: &str, value: &str, max: usize, required: bool) -> Result<String, crate::error::AdminError> {
     let v = value.trim();
     if required && v.is_empty() {
-        return Err(crate::api::error::AdminError::validation(format!("`{name}` is required")));
+        return Err(crate::error::AdminError::validation(format!("`{name}` is required")));
     }
     if v.chars().count() > max {
-        return Err(crate::api::error::AdminError::validation(format!("`{name}` is longer than {max} characters")));
+        return Err(crate::error::AdminError::validation(format!("`{name}` is longer than {max} characters")));
     }
     Ok(v.to_owned())
 }

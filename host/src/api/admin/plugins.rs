@@ -7,7 +7,7 @@ use axum::extract::State;
 use serde_json::{Value, json};
 
 use super::ok;
-use crate::api::error::AdminError;
+use crate::error::AdminError;
 use crate::app::AppState;
 use crate::auth::Admin;
 

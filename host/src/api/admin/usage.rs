@@ -9,7 +9,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::ok;
-use crate::api::error::AdminError;
+use crate::error::AdminError;
 use crate::app::AppState;
 use crate::auth::Admin;
 
@@ -61,7 +61,7 @@ fn default_limit() -> usize {
     get, path = "/api/admin/events", tag = "admin", params(EventsQuery),
     responses(
         (status = 200, description = "`[{seq, event: {id, type, created, data}}]`, oldest first", body = crate::api::schema::Success<Vec<crate::api::schema::JsonObject>>),
-        (status = 400, description = "Bad parameter (`VALIDATION_ERROR`)", body = crate::api::error::NestedError),
+        (status = 400, description = "Bad parameter (`VALIDATION_ERROR`)", body = crate::error::NestedError),
     )
 )]
 pub async fn events(

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{actor_audit, new_id, ok, text_field};
-use crate::api::error::{AdminError, NestedError};
+use crate::error::{AdminError, NestedError};
 use crate::api::json::AdminJson;
 use crate::api::schema::Success;
 use crate::app::AppState;
@@ -37,7 +37,7 @@ pub struct UserView {
 
 impl From<&User> for UserView {
     fn from(u: &User) -> Self {
-        UserView { id: u.id.clone(), name: u.name.clone(), email: u.email.clone(), created_at: crate::api::time::iso(u.created_at) }
+        UserView { id: u.id.clone(), name: u.name.clone(), email: u.email.clone(), created_at: crate::time::iso(u.created_at) }
     }
 }
 

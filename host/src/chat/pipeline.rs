@@ -6,14 +6,13 @@
 use std::sync::Arc;
 
 use axum::body::Bytes;
-use axum::extract::State;
 use axum::extract::rejection::BytesRejection;
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use serde_json::json;
 
-use super::admission::{Admitted, Slot};
+use super::admission::Slot;
 use super::chain::{self, ChainResult, Failover};
 use super::engine;
 use super::format::Format;
@@ -24,14 +23,14 @@ use super::response::Meta;
 use super::security::Guarded;
 use super::stream;
 use super::types::{ChainEntry, NormalizedRequest, Usage};
-use crate::api::error::{ChatError, text};
-use crate::api::request_id;
-use crate::app::AppState;
-use crate::audit::{Audit, category, kind, outcome};
-use crate::auth::limits::{BucketSet, Decision, effective};
-use crate::auth::{AuthContext, Authed};
+use crate::error::{ChatError, text};
+use crate::request_id;
+use super::deps::ChatDeps;
+use crate::auth::limit_reply::{limit_reached, rate_limit_error, with_limit_headers};
+use crate::auth::limits::{BucketSet, effective};
+use crate::auth::AuthContext;
 use crate::receipts::Receipt;
-use crate::store::model::{AuditEntry, Severity};
+use crate::store::model::AuditEntry;
 use crate::store::records::{OutboxEvent, RequestOutcome, UsageDelta};
 
 /// Everything a validated request carries down the pipeline.
@@ -56,7 +55,7 @@ pub struct Prepared {
 
 impl Prepared {
     /// The receipt of a completed answer (the store signs it when it commits it).
-    pub fn receipt(&self, app: &AppState, ctx: &AuthContext, served_model: &str, answer: &str, verdict: &str) -> Receipt {
+    pub fn receipt(&self, deps: &ChatDeps, ctx: &AuthContext, served_model: &str, answer: &str, verdict: &str) -> Receipt {
         Receipt {
             bundle_id: self.bundle_id.clone(),
             request_id: self.request_id.clone(),
@@ -68,9 +67,9 @@ impl Prepared {
             requested_model: self.meta.requested_model.clone(),
             served_model: served_model.to_owned(),
             key_id: ctx.key.id.clone(),
-            created_at: crate::api::time::iso(self.started_at),
-            completed_at: crate::api::time::iso(Utc::now()),
-            signing_key_id: app.receipts.key_id().to_owned(),
+            created_at: crate::time::iso(self.started_at),
+            completed_at: crate::time::iso(Utc::now()),
+            signing_key_id: deps.receipts.key_id().to_owned(),
         }
     }
 }
@@ -101,40 +100,6 @@ impl Reply {
     }
 }
 
-/// `POST /chat/completions`.
-#[utoipa::path(
-    post, path = "/chat/completions", tag = "chat", request_body = crate::api::schema::ChatRequest,
-    params(("Idempotency-Key" = Option<String>, Header, description = "1–255 visible ASCII: a retry returns the first answer")),
-    responses(
-        (status = 200, description = "The envelope, or with `stream: true` SSE frames `data: {type, data}` \
-                                      (`metadata`, `chunk`…, `usage` or `error`) then `data: [DONE]`",
-         content((crate::api::schema::ChatCompletion = "application/json"), (String = "text/event-stream"))),
-        (status = 400, description = "Invalid request, messages, model, index or policy", body = crate::api::error::FlatError),
-        (status = 403, description = "`Access denied`: key permissions, policy, Prompt Shield or DLP", body = crate::api::error::FlatError),
-        (status = 409, description = "`Request in progress`: the same `Idempotency-Key` is still running", body = crate::api::error::FlatError),
-        (status = 422, description = "`Idempotency key reuse` with a different body", body = crate::api::error::FlatError),
-        (status = 429, description = "`Rate limit exceeded` (`Retry-After`): a rate limit or quota, or the key's concurrency cap \
-                                      (`chat.key_share`); or `All model attempts failed` when every attempt was rate-limited",
-         body = crate::api::error::FlatError),
-        (status = 502, description = "`All model attempts failed`: the failover chain is exhausted; `attempts` lists each",
-         body = crate::api::error::FlatError),
-        (status = 503, description = "`Server busy`: `chat.max_in_flight` requests are being served; retry after `Retry-After` seconds",
-         body = crate::api::error::FlatError),
-    )
-)]
-pub async fn completions(
-    State(app): State<AppState>,
-    Authed(ctx): Authed,
-    Admitted(slot): Admitted,
-    headers: HeaderMap,
-    body: Result<Bytes, BytesRejection>,
-) -> Response {
-    match body {
-        Ok(body) => serve(app, ctx, slot, headers, body, Format::Gatehouse).await,
-        Err(rej) => Format::Gatehouse.error_response(body_error(&rej, app.config().server.max_body_bytes)),
-    }
-}
-
 /// A body that could not be read: too large (413) or broken off.
 pub fn body_error(rej: &BytesRejection, max: usize) -> ChatError {
     if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
@@ -147,13 +112,13 @@ pub fn body_error(rej: &BytesRejection, max: usize) -> ChatError {
 /// Both chat routes: idempotency, limits, then the pipeline in `format`.
 /// `slot` is the request's place under `chat.max_in_flight`: held to the end
 /// of a JSON request, handed to a stream's pump.
-pub async fn serve(app: AppState, ctx: AuthContext, slot: Slot, headers: HeaderMap, body: Bytes, format: Format) -> Response {
-    let cfg = app.config();
+pub async fn serve(deps: ChatDeps, ctx: AuthContext, slot: Slot, headers: HeaderMap, body: Bytes, format: Format) -> Response {
+    let cfg = deps.config();
     let route = match format {
         Format::Gatehouse => idempotency::Route::Gatehouse,
         Format::OpenAi { .. } => idempotency::Route::OpenAi,
     };
-    let guard = match idempotency::begin(&app.store, &ctx.key.id, route, &headers, &body, cfg.chat.idempotency_ttl_secs).await {
+    let guard = match idempotency::begin(&deps.store, &ctx.key.id, route, &headers, &body, cfg.chat.idempotency_ttl_secs).await {
         Ok(Begin::Replay(resp)) => return resp,
         Ok(Begin::Claimed(g)) => Some(g),
         Ok(Begin::None) => None,
@@ -168,13 +133,13 @@ pub async fn serve(app: AppState, ctx: AuthContext, slot: Slot, headers: HeaderM
     // limiter only peeks when it is refused (a key over a rate limit too
     // gets that limit's 429, as the limiter comes first).
     let (slot, decision) = match slot.enter_key(share) {
-        Ok(slot) => (slot, app.limiter.check(BucketSet::Chat, &ctx.key.id, limits, Utc::now())),
+        Ok(slot) => (slot, deps.limiter.check(BucketSet::Chat, &ctx.key.id, limits, Utc::now())),
         Err(slot) => {
-            let decision = app.limiter.peek(BucketSet::Chat, &ctx.key.id, limits, Utc::now());
+            let decision = deps.limiter.peek(BucketSet::Chat, &ctx.key.id, limits, Utc::now());
             if decision.allowed {
-                let load = app.admission.key(&ctx.key.id);
+                let load = deps.admission.key(&ctx.key.id);
                 let holding = format!("{share} chat requests in flight");
-                return super::admission::over_share(&app, &ctx, &load, format, &holding, share, &decision, guard).await;
+                return super::admission::over_share(&deps, &ctx, &load, format, &holding, share, &decision, guard).await;
             }
             (slot, decision)
         }
@@ -183,25 +148,25 @@ pub async fn serve(app: AppState, ctx: AuthContext, slot: Slot, headers: HeaderM
         let (events, audit) = limit_reached(&ctx, &decision);
         let mut reply = Reply::error(format, rate_limit_error(&decision), events);
         reply.audit = audit;
-        return with_limit_headers(finish(&app, reply, guard).await, &decision);
+        return with_limit_headers(finish(&deps, reply, guard).await, &decision);
     }
     let parsed = match format {
         Format::Gatehouse => request::parse(&body, defaults).map(|p| (p, Format::Gatehouse)),
         Format::OpenAi { .. } => super::openai::parse(&body, defaults),
     };
     let request_hash = crate::receipts::sha256_hex(&body);
-    let resp = match parsed.and_then(|(params, format)| prepare(&app, &ctx, params, format, request_hash)) {
-        Err(e) => finish(&app, Reply::error(format, e, Vec::new()), guard).await,
-        Ok(mut p) => match guard_and_retrieve(&app, &ctx, &mut p).await {
+    let resp = match parsed.and_then(|(params, format)| prepare(&deps, &ctx, params, format, request_hash)) {
+        Err(e) => finish(&deps, Reply::error(format, e, Vec::new()), guard).await,
+        Ok(mut p) => match guard_and_retrieve(&deps, &ctx, &mut p).await {
             Err(refusal) => {
                 let mut reply = Reply::error(format, refusal.error, refusal.events);
                 reply.audit = refusal.audit;
-                finish(&app, reply, guard).await
+                finish(&deps, reply, guard).await
             }
-            Ok(secured) if p.params.stream => stream::serve(app.clone(), ctx.clone(), p, secured, guard, slot).await,
+            Ok(secured) if p.params.stream => stream::serve(deps.clone(), ctx.clone(), p, secured, guard, slot).await,
             Ok(secured) => {
-                let reply = complete(&app, &ctx, p, secured).await;
-                finish(&app, reply, guard).await
+                let reply = complete(&deps, &ctx, p, secured).await;
+                finish(&deps, reply, guard).await
             }
         },
     };
@@ -210,9 +175,9 @@ pub async fn serve(app: AppState, ctx: AuthContext, slot: Slot, headers: HeaderM
 
 /// The input side of the security pipeline, then retrieval (with Prompt
 /// Shield on the passages): everything before the model chain.
-async fn guard_and_retrieve(app: &AppState, ctx: &AuthContext, p: &mut Prepared) -> Result<Guarded, Box<super::security::Refusal>> {
-    let mut secured = super::guard::guard_input(app, ctx, p)?;
-    match super::retrieval::augment(app, ctx, p, &mut secured).await {
+async fn guard_and_retrieve(deps: &ChatDeps, ctx: &AuthContext, p: &mut Prepared) -> Result<Guarded, Box<super::security::Refusal>> {
+    let mut secured = super::input::check_input(deps, ctx, p)?;
+    match super::retrieval::augment(deps, ctx, p, &mut secured).await {
         Ok(()) => Ok(secured),
         Err(mut refusal) => {
             // What the input checks recorded is kept with the refusal.
@@ -227,13 +192,13 @@ async fn guard_and_retrieve(app: &AppState, ctx: &AuthContext, p: &mut Prepared)
 
 /// Validate and resolve everything that does not call a model.
 pub fn prepare(
-    app: &AppState,
+    deps: &ChatDeps,
     ctx: &AuthContext,
     mut params: ChatParams,
     format: Format,
     request_hash: String,
 ) -> Result<Prepared, ChatError> {
-    let cfg = app.config();
+    let cfg = deps.config();
 
     let bill_user = match &params.user_id {
         None => ctx.key.user_id.clone(),
@@ -241,14 +206,14 @@ pub fn prepare(
             if !ctx.is_admin() {
                 return Err(ChatError::access_denied("`user_id` (billing another user) needs an admin API key"));
             }
-            if app.store.get_user(uid)?.is_none() {
+            if deps.store.get_user(uid)?.is_none() {
                 return Err(ChatError::invalid_request(format!("`user_id`: no user `{uid}` exists")));
             }
             uid.clone()
         }
     };
 
-    let targets = app.targets.load_full();
+    let targets = deps.targets.load_full();
     for e in &params.chain {
         if !targets.contains_key(e.model.provider()) {
             let mut known: Vec<&str> = targets.keys().map(String::as_str).collect();
@@ -279,8 +244,8 @@ pub fn prepare(
         }
     }
 
-    let adapters = app.adapters.snapshot();
-    let (policy, source) = select_policy(app, adapters.as_ref(), ctx, &params)?;
+    let adapters = deps.adapters.snapshot();
+    let (policy, source) = select_policy(deps, adapters.as_ref(), ctx, &params)?;
 
     let request_id = request_id::current().unwrap_or_else(|| request_id::RequestId::new().0);
     // Time-ordered (UUIDv7): receipts are appended at the right edge of their B-tree
@@ -337,14 +302,14 @@ pub fn prepare(
 /// The policy of the request (`chat::policy_select`): the group is read only
 /// when the request and the key's own default leave it open.
 fn select_policy(
-    app: &AppState,
+    deps: &ChatDeps,
     adapters: &dyn AdapterSet,
     ctx: &AuthContext,
     params: &ChatParams,
 ) -> Result<(String, &'static str), ChatError> {
-    let cfg = app.config();
+    let cfg = deps.config();
     let group_default = || match ctx.key.group_id.as_deref() {
-        Some(g) => Ok(app.store.get_group(g)?.and_then(|g| g.default_policy)),
+        Some(g) => Ok(deps.store.get_group(g)?.and_then(|g| g.default_policy)),
         None => Ok(None),
     };
     super::policy_select::select(adapters, &ctx.key, params.policy.as_deref(), group_default, &cfg.policies.default)
@@ -388,16 +353,16 @@ pub fn policy_skip(secured: &Guarded, entry: &ChainEntry) -> Option<&'static str
     (!allowed.iter().any(|p| p == entry.model.provider())).then_some("policy")
 }
 
-async fn complete(app: &AppState, ctx: &AuthContext, mut p: Prepared, mut secured: Guarded) -> Reply {
+async fn complete(deps: &ChatDeps, ctx: &AuthContext, mut p: Prepared, mut secured: Guarded) -> Reply {
     let result = chain::run(
         &p.params.chain,
         &p.params.on,
-        &app.breakers,
+        &deps.breakers,
         p.counting,
         |e| policy_skip(&secured, e),
         |_, entry| {
             let resolved = providers::resolve(&p.targets, p.adapters.as_ref(), &entry.model);
-            let transport = app.transport.clone();
+            let transport = deps.transport.clone();
             let normalized = &p.normalized;
             async move { engine::complete(&transport, &resolved?, entry, normalized).await }
         },
@@ -432,7 +397,7 @@ async fn complete(app: &AppState, ctx: &AuthContext, mut p: Prepared, mut secure
             let (content, leaked) = secured.scan_output(&value.content);
             if leaked {
                 let withhold = secured.decision.as_ref().is_some_and(|d| d.withhold_on_canary_leak);
-                let (ev, au) = secured.canary_leak(&super::guard::subject(ctx, &p), withhold);
+                let (ev, au) = secured.canary_leak(&super::input::subject(ctx, &p), withhold);
                 events.push(ev);
                 audit.push(au);
                 if withhold {
@@ -448,7 +413,7 @@ async fn complete(app: &AppState, ctx: &AuthContext, mut p: Prepared, mut secure
             }
             let body = format.completion_body(&p.request_id, p.created, &content, &value.finish_reason, usage, &p.meta);
             let verdict = if leaked { "canary_leaked" } else { secured.verdict };
-            let receipt = p.receipt(app, ctx, &served, &content, verdict);
+            let receipt = p.receipt(deps, ctx, &served, &content, verdict);
             Reply { status: StatusCode::OK, body, usage: Some(usage_delta), events, audit, receipt: Some(receipt), retry_after: None }
         }
         ChainResult::Exhausted { attempts, failovers, all_rate_limited } => {
@@ -463,13 +428,13 @@ async fn complete(app: &AppState, ctx: &AuthContext, mut p: Prepared, mut secure
 
 /// Commit what the request produced, then answer. The commit comes first: an
 /// acknowledged answer is billed and its idempotency record is durable.
-pub(super) async fn finish(app: &AppState, reply: Reply, guard: Option<Guard>) -> Response {
+pub(super) async fn finish(deps: &ChatDeps, reply: Reply, guard: Option<Guard>) -> Response {
     let body_text = reply.body;
     let idem = guard.as_ref().map(|g| g.outcome(reply.status, "application/json", body_text.clone()));
     if reply.usage.is_some() || !reply.events.is_empty() || !reply.audit.is_empty() || idem.is_some() || reply.receipt.is_some() {
         let outcome =
             RequestOutcome { usage: reply.usage, events: reply.events, audit: reply.audit, receipt: reply.receipt, idempotency: idem };
-        if let Err(e) = app.store.finish_request(outcome).await {
+        if let Err(e) = deps.store.finish_request(outcome).await {
             tracing::error!(error = %e, "recording a chat request failed");
             return ChatError::internal().into_response();
         }
@@ -479,54 +444,5 @@ pub(super) async fn finish(app: &AppState, reply: Reply, guard: Option<Guard>) -
     if let Some(secs) = reply.retry_after {
         resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));
     }
-    resp
-}
-
-pub fn rate_limit_error(d: &Decision) -> ChatError {
-    let Some(x) = &d.exceeded else {
-        return ChatError::internal();
-    };
-    let mut e = ChatError::new(
-        StatusCode::TOO_MANY_REQUESTS,
-        text::RATE_LIMITED,
-        format!("this API key reached its {} limit of {} requests; retry after {} s", x.window.name(), x.limit, x.retry_after_secs),
-    )
-    .with("reset_time", json!(crate::api::time::iso(x.reset_at)));
-    e.retry_after = Some(x.retry_after_secs);
-    e
-}
-
-/// `api:limit_reached` and its audit record, once per key, limit and window.
-pub fn limit_reached(ctx: &AuthContext, d: &Decision) -> (Vec<OutboxEvent>, Vec<AuditEntry>) {
-    let Some(x) = d.exceeded.as_ref().filter(|x| x.first) else {
-        return (Vec::new(), Vec::new());
-    };
-    let event = OutboxEvent::new(
-        "api:limit_reached",
-        json!({
-            "apiKeyId": ctx.key.id,
-            "userId": ctx.key.user_id,
-            "limit": x.window.name(),
-            "limitValue": x.limit,
-            "resetTime": crate::api::time::iso(x.reset_at),
-        }),
-    );
-    let audit =
-        Audit::new(kind::RATE_LIMIT, category::USAGE_CONTROL, format!("API key {} reached its {} limit", ctx.key.id, x.window.name()))
-            .severity(Severity::Warning)
-            .outcome(outcome::BLOCKED)
-            .meta("operation", "limit_reached")
-            .meta("apiKeyId", ctx.key.id.clone())
-            .meta("limit", x.window.name())
-            .build();
-    (vec![event], vec![audit])
-}
-
-/// `X-RateLimit-*` on every counted response.
-pub fn with_limit_headers(mut resp: Response, d: &Decision) -> Response {
-    let h = resp.headers_mut();
-    h.insert("x-ratelimit-limit", HeaderValue::from(d.limit));
-    h.insert("x-ratelimit-remaining", HeaderValue::from(d.remaining));
-    h.insert("x-ratelimit-reset", HeaderValue::from(d.reset));
     resp
 }

@@ -14,7 +14,7 @@ use serde::Serialize;
 use serde_json::{Map, Value, json};
 use utoipa::ToSchema;
 
-use crate::api::request_id;
+use crate::request_id;
 use crate::store::StoreError;
 
 /// The short `error` texts of the flat format. The first seven are the spec's

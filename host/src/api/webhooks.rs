@@ -114,13 +114,13 @@ use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use super::store::{Delivery, DeliveryStatus, Endpoint, EndpointPatch, TEST_EVENT};
-use super::{EVENT_CATALOG, WebhookSecret, Webhooks, guard, is_known_event};
+use crate::webhooks::store::{Delivery, DeliveryStatus, Endpoint, EndpointPatch, TEST_EVENT};
+use crate::webhooks::{EVENT_CATALOG, WebhookSecret, Webhooks, guard, is_known_event};
 use crate::api::admin::{new_id, ok, text_field};
-use crate::api::error::{AdminError, NestedError};
+use crate::error::{AdminError, NestedError};
 use crate::api::json::AdminJson;
 use crate::api::schema::Success;
-use crate::api::time::iso;
+use crate::time::iso;
 use crate::audit::{Audit, category, kind};
 use crate::auth::{Admin, AuthContext};
 use crate::store::model::{AuditEntry, AuditUser};
@@ -352,7 +352,7 @@ async fn create(State(wh): Wh, Admin(ctx): Admin, AdminJson(body): AdminJson<Cre
         "POST /api/admin/webhooks",
     );
     let endpoint = wh.store.create_endpoint(endpoint, secret.clone(), audit).await?;
-    wh.dispatcher.kick(&endpoint.id);
+    wh.kick(&endpoint.id);
     Ok((
         StatusCode::CREATED,
         ok(EndpointWithSecret {
@@ -427,7 +427,7 @@ async fn update(
     let audit = actor(&wh, &ctx, audit, "PUT /api/admin/webhooks/{id}");
     let patch = EndpointPatch { url, description, events, enabled: body.enabled };
     let e = wh.store.update_endpoint(&id, patch, audit).await?;
-    wh.dispatcher.kick(&id);
+    wh.kick(&id);
     Ok(ok(EndpointView::from(&e)))
 }
 
@@ -491,7 +491,7 @@ async fn test(State(wh): Wh, Admin(ctx): Admin, Path(id): Path<String>) -> Resul
     );
     let delivery_id = delivery.id.clone();
     wh.store.queue_delivery(delivery, audit).await?;
-    wh.dispatcher.kick(&id);
+    wh.kick(&id);
     Ok((StatusCode::ACCEPTED, ok(json!({"eventId": event.id, "deliveryId": delivery_id, "status": "queued"}))))
 }
 
@@ -510,7 +510,7 @@ async fn delete(State(wh): Wh, Admin(ctx): Admin, Path(id): Path<String>) -> Res
         "DELETE /api/admin/webhooks/{id}",
     );
     wh.store.delete_endpoint(&id, audit).await?;
-    wh.dispatcher.kick(&id);
+    wh.kick(&id);
     Ok(ok(json!({"id": id, "deleted": true})))
 }
 

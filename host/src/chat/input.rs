@@ -5,14 +5,14 @@
 use rand::RngCore;
 use serde_json::json;
 
-use super::handler::Prepared;
+use super::pipeline::Prepared;
 use super::request::PromptShieldOption;
 use super::request::ZERO_KNOWLEDGE;
 use super::screen::{self, FieldTexts};
 use super::security::{self, Guarded, PII_DLP, PROMPT_SHIELD, PolicyDecision, PolicyInput, Refusal, Subject, policy_refusal};
 use super::shield_mode::{self, ShieldSetting};
-use crate::api::error::ChatError;
-use crate::app::AppState;
+use crate::error::ChatError;
+use super::deps::ChatDeps;
 use crate::auth::AuthContext;
 
 fn refuse(error: ChatError) -> Box<Refusal> {
@@ -31,10 +31,10 @@ pub fn subject(ctx: &AuthContext, p: &Prepared) -> Subject {
 /// Apply the policy and the input detectors. On success the request's
 /// messages may be redacted and carry a canary; the returned state drives the
 /// output checks.
-pub fn guard_input(app: &AppState, ctx: &AuthContext, p: &mut Prepared) -> Result<Guarded, Box<Refusal>> {
+pub fn check_input(deps: &ChatDeps, ctx: &AuthContext, p: &mut Prepared) -> Result<Guarded, Box<Refusal>> {
     let mut guarded = Guarded { verdict: "allow", ..Default::default() };
     let mut at = ("policy", None);
-    match run(app, ctx, p, &mut guarded, &mut at) {
+    match run(deps, ctx, p, &mut guarded, &mut at) {
         Ok(()) => Ok(guarded),
         Err(mut refusal) => {
             // Verdicts so far come first; the refusing stage may have pushed its own already.
@@ -54,7 +54,7 @@ pub fn guard_input(app: &AppState, ctx: &AuthContext, p: &mut Prepared) -> Resul
 
 /// The stages in order; `at` names the one running (stage, plugin; no plugin: the policy).
 fn run(
-    app: &AppState,
+    deps: &ChatDeps,
     ctx: &AuthContext,
     p: &mut Prepared,
     guarded: &mut Guarded,
@@ -77,9 +77,9 @@ fn run(
     let extra_texts = screen::policy_texts(&fields, &p.params.hidden);
 
     // Policy.
-    let config = app.config();
+    let config = deps.config();
     let requested = p.params.prompt_shield.clone().unwrap_or_default();
-    let policy_config = app.config_texts.policy(&config, &policy_name);
+    let policy_config = deps.config_texts.policy(&config, &policy_name);
     let input = PolicyInput {
         policy_name: &policy_name,
         key_id: &ctx.key.id,
@@ -110,7 +110,7 @@ fn run(
             .adapters
             .detector(PROMPT_SHIELD)
             .ok_or_else(|| refuse(ChatError::access_denied("Prompt Shield is not loaded; the request was refused")))?;
-        let shield_cfg = app.config_texts.plugin(&config, PROMPT_SHIELD);
+        let shield_cfg = deps.config_texts.plugin(&config, PROMPT_SHIELD);
         let (texts, origins) = screen::shield_texts(&p.normalized.messages, &fields, &p.params.hidden);
         let shield_cfg = screen::shield_config(&shield_cfg, &origins);
         let mut seed = [0u8; 16];
@@ -133,7 +133,7 @@ fn run(
     // secret must not get a request refused, and scanning it is wasted work).
     *at = ("input", Some(PII_DLP));
     if let Some(detector) = p.adapters.detector(PII_DLP) {
-        let cfg = app.config_texts.pii_dlp(&config, decision.pii_action, decision.dlp_action);
+        let cfg = deps.config_texts.pii_dlp(&config, decision.pii_action, decision.dlp_action);
         let hidden = &p.params.hidden;
         if security::pii_dlp(detector.as_ref(), &decision, &cfg, &mut p.normalized.messages, &mut fields, hidden, &who, guarded)? {
             fields.write_back(&mut p.params.extra);
@@ -178,64 +178,17 @@ fn constraints(
     })
 }
 
-/// `POST /api/policy/check`: the whole input pipeline (policy, Prompt Shield,
-/// PII, DLP) on a chat request body, without calling a model, so `model` and
-/// `index` are optional here (checked when given). Metered in the key's chat
-/// buckets like a chat request; its refusals are audited (marked `dryRun`),
-/// but fire no webhook events and leave no usage or receipt.
-#[utoipa::path(
-    post, path = "/api/policy/check", tag = "operations", request_body = crate::api::schema::ChatRequest,
-    responses(
-        (status = 200, description = "The verdicts of every stage that ran; `allowed: false` with `reason` when the request would be refused",
-         body = crate::api::schema::PolicyCheck),
-        (status = 400, description = "The body is not a valid chat request (`VALIDATION_ERROR`)", body = crate::api::error::NestedError),
-        (status = 403, description = "A model, index or policy this key may not use (`INSUFFICIENT_PERMISSIONS`)",
-         body = crate::api::error::NestedError),
-        (status = 429, description = "The key's chat rate limit or quota (`RATE_LIMIT_EXCEEDED`, `Retry-After`)",
-         body = crate::api::error::NestedError),
-    )
-)]
-pub async fn policy_check(
-    axum::extract::State(app): axum::extract::State<AppState>,
-    crate::auth::Authed(ctx): crate::auth::Authed,
-    body: axum::body::Bytes,
-) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    let cfg = app.config();
-    let limits = crate::auth::limits::effective(cfg.limits.chat, &ctx.key.limits);
-    let defaults =
-        super::request::TimeoutDefaults { timeout_ms: cfg.chat.timeout_ms, first_token_timeout_ms: cfg.chat.first_token_timeout_ms };
-    drop(cfg);
-    // The chat buckets: a dry run costs what a request costs, so it cannot be
-    // used to probe the shield without limit.
-    let decision = app.limiter.check(crate::auth::limits::BucketSet::Chat, &ctx.key.id, limits, chrono::Utc::now());
-    let resp = if decision.exceeded.is_some() {
-        let (events, audit) = super::handler::limit_reached(&ctx, &decision);
-        if (!events.is_empty() || !audit.is_empty())
-            && let Err(e) = app.store.enqueue_events(events, audit).await
-        {
-            tracing::error!(error = %e, "recording api:limit_reached failed");
-        }
-        let e = super::handler::rate_limit_error(&decision);
-        let mut nested = crate::api::error::AdminError::new(e.status, crate::api::error::code::RATE_LIMIT_EXCEEDED, e.message);
-        nested.retry_after = e.retry_after;
-        nested.into_response()
-    } else {
-        match check(&app, &ctx, &body, defaults).await {
-            Ok(v) => axum::Json(v).into_response(),
-            Err(e) => e.into_response(),
-        }
-    };
-    super::handler::with_limit_headers(resp, &decision)
-}
-
-async fn check(
-    app: &AppState,
+/// `POST /api/policy/check` after its limits: the whole input pipeline (policy,
+/// Prompt Shield, PII, DLP) on a chat request body, without calling a model,
+/// so `model` and `index` are optional (checked when given). Its refusals are
+/// audited (marked `dryRun`), but fire no webhook events and leave no usage or receipt.
+pub async fn dry_run(
+    deps: &ChatDeps,
     ctx: &AuthContext,
     body: &[u8],
     defaults: super::request::TimeoutDefaults,
-) -> Result<serde_json::Value, crate::api::error::AdminError> {
-    use crate::api::error::{AdminError, code};
+) -> Result<serde_json::Value, crate::error::AdminError> {
+    use crate::error::{AdminError, code};
     let to_admin = |e: ChatError| {
         if e.status == axum::http::StatusCode::FORBIDDEN {
             AdminError::new(e.status, code::INSUFFICIENT_PERMISSIONS, e.message)
@@ -244,8 +197,8 @@ async fn check(
         }
     };
     let params = super::request::parse_check(body, defaults).map_err(to_admin)?;
-    let mut p = super::handler::prepare(app, ctx, params, super::format::Format::Gatehouse, String::new()).map_err(to_admin)?;
-    let (allowed, verdicts, reason) = match guard_input(app, ctx, &mut p) {
+    let mut p = super::pipeline::prepare(deps, ctx, params, super::format::Format::Gatehouse, String::new()).map_err(to_admin)?;
+    let (allowed, verdicts, reason) = match check_input(deps, ctx, &mut p) {
         Ok(g) => (true, g.verdicts, None),
         Err(r) => {
             let mut audit = r.audit;
@@ -254,7 +207,7 @@ async fn check(
                 a.metadata["route"] = json!("/api/policy/check");
             }
             if !audit.is_empty() {
-                app.store.append_audit(audit).await.map_err(|e| {
+                deps.store.append_audit(audit).await.map_err(|e| {
                     tracing::error!(error = %e, "recording a policy check's refusal failed");
                     AdminError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, code::INTERNAL_ERROR, "the check could not be recorded")
                 })?;
