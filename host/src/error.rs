@@ -231,9 +231,21 @@ pub struct FlatError {
     /// `req-…`
     pub request_id: Option<String>,
     /// Every attempt of an exhausted chain (429/502 `All model attempts failed`).
-    pub attempts: Option<Vec<crate::api::schema::ChainAttempt>>,
+    pub attempts: Option<Vec<ChainAttempt>>,
     /// When the exhausted limit resets (429 `Rate limit exceeded`), ISO 8601.
     pub reset_time: Option<String>,
+}
+
+/// One attempt of the chain, as error bodies and `metadata.failover` list it.
+#[derive(Debug, Serialize, ToSchema)]
+pub struct ChainAttempt {
+    pub model: String,
+    /// `success`, `failed` or `skipped`.
+    pub status: String,
+    pub latency_ms: u64,
+    /// `timeout`, `server_error`, `rate_limit`, `client_error`, `policy`, `cooldown`.
+    pub reason: Option<String>,
+    pub message: Option<String>,
 }
 
 /// OpenAI's error body, on `/api/external/v1/*`.
@@ -250,7 +262,7 @@ pub struct OpenAiErrorDetail {
     pub kind: String,
     pub param: Option<String>,
     pub code: Option<String>,
-    pub attempts: Option<Vec<crate::api::schema::ChainAttempt>>,
+    pub attempts: Option<Vec<ChainAttempt>>,
     pub request_id: Option<String>,
 }
 

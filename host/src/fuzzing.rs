@@ -13,7 +13,8 @@ use std::time::Duration;
 
 use chrono::{DateTime, TimeZone, Utc};
 
-use crate::api::lists::{self, Params};
+use crate::api::audit_logs;
+use crate::api::list_params::Params;
 use crate::chat::request::{self, ChatParams, TimeoutDefaults};
 use crate::chat::sse::{SseDecoder, SseError, SseEvent};
 use crate::chat::types::Role;
@@ -220,7 +221,7 @@ pub fn audit_query(data: &[u8]) {
     let Ok(uri) = format!("/audit-logs?{query}").parse::<axum::http::Uri>() else { return };
     let Ok(axum::extract::Query(params)) = axum::extract::Query::<Params>::try_from_uri(&uri) else { return };
     let now: DateTime<Utc> = Utc.with_ymd_and_hms(2026, 11, 23, 12, 0, 0).single().expect("a valid instant");
-    match lists::audit_params(&params, now) {
+    match audit_logs::audit_params(&params, now) {
         Ok(a) => {
             assert!((1..=1_000_000).contains(&a.page) && (1..=100).contains(&a.limit));
             assert!(a.start <= a.end && a.query.start == a.start && a.query.end > a.end);

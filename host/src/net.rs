@@ -93,4 +93,3 @@ fn node_ip(node: &str) -> Option<IpAddr> {
     }
     node.parse().ok().or_else(|| node.rsplit_once(':').and_then(|(a, _)| a.parse().ok()))
 }
-

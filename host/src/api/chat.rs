@@ -127,8 +127,7 @@ pub async fn openai_models(State(app): State<AppState>, Authed(ctx): Authed) -> 
 pub async fn policy_check(State(app): State<AppState>, Authed(ctx): Authed, body: Bytes) -> Response {
     let cfg = app.config();
     let limits = effective(cfg.limits.chat, &ctx.key.limits);
-    let defaults =
-        TimeoutDefaults { timeout_ms: cfg.chat.timeout_ms, first_token_timeout_ms: cfg.chat.first_token_timeout_ms };
+    let defaults = TimeoutDefaults { timeout_ms: cfg.chat.timeout_ms, first_token_timeout_ms: cfg.chat.first_token_timeout_ms };
     drop(cfg);
     // The chat buckets: a dry run costs what a request costs, so it cannot be
     // used to probe the shield without limit.

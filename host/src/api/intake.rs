@@ -25,10 +25,10 @@ use axum::http::{StatusCode, header};
 use axum::response::Response;
 use http_body_util::BodyExt;
 
-use crate::error::ErrorFormat;
 use crate::app::AppState;
 use crate::auth::AuthContext;
 use crate::chat::admission;
+use crate::error::ErrorFormat;
 
 /// Check the path, admit a chat request, then buffer the body under the caps
 /// and the deadline: the request to serve, or the answer that refuses it.

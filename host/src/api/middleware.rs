@@ -68,7 +68,6 @@ impl Crowded {
     }
 }
 
-
 /// Rate limits of the admin read routes, per key.
 pub async fn admin_read_limit(State(app): State<AppState>, req: Request, next: Next) -> Response {
     let Some(ctx) = req.extensions().get::<AuthContext>().cloned() else {
@@ -95,4 +94,3 @@ pub async fn admin_read_limit(State(app): State<AppState>, req: Request, next: N
     };
     crate::auth::limit_reply::with_limit_headers(resp, &d)
 }
-

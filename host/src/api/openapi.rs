@@ -19,8 +19,8 @@ use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityRequirement
 use utoipa::openapi::{ContentBuilder, HeaderBuilder, OpenApi, Ref, RefOr, ResponseBuilder};
 use utoipa::{Modify, ToSchema};
 
-use crate::error::{ErrorFormat, FlatError, NestedError, OpenAiError};
 use crate::auth::{self, Authed};
+use crate::error::{ErrorFormat, FlatError, NestedError, OpenAiError};
 
 /// Name of the security scheme in the document.
 pub const BEARER: &str = "bearer";

@@ -7,9 +7,9 @@ use axum::Json;
 use axum::extract::{Path, State};
 use serde_json::{Value, json};
 
-use crate::error::AdminError;
 use crate::app::AppState;
 use crate::auth::Authed;
+use crate::error::AdminError;
 
 /// `GET /api/receipts/public-key`.
 #[utoipa::path(

@@ -9,10 +9,10 @@ use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
 use super::admin::{groups, keys, plugins, usage, users};
-use crate::error::{AdminError, ChatError, ErrorFormat, code, openai_error, text};
-use super::{chat, discovery, health, lists, metrics, openapi, receipts};
-use crate::request_id;
+use super::{audit_logs, chat, discovery, group_list, health, metrics, openapi, receipts};
 use crate::app::AppState;
+use crate::error::{AdminError, ChatError, ErrorFormat, code, openai_error, text};
+use crate::request_id;
 
 /// Every route with its handler. Paths and methods come from each handler's
 /// `#[utoipa::path]`, so this table is also the OpenAPI document.
@@ -34,8 +34,8 @@ fn routes(app: &AppState) -> OpenApiRouter<AppState> {
         // Admin reads (their own rate-limit set)
         .merge(
             OpenApiRouter::new()
-                .routes(routes!(lists::audit_logs))
-                .routes(routes!(lists::groups))
+                .routes(routes!(audit_logs::audit_logs))
+                .routes(routes!(group_list::groups))
                 .route_layer(middleware::from_fn_with_state(app.clone(), super::middleware::admin_read_limit)),
         )
         // Chat
@@ -55,7 +55,7 @@ fn routes(app: &AppState) -> OpenApiRouter<AppState> {
         .routes(routes!(usage::usage))
         .routes(routes!(plugins::list))
         .routes(routes!(usage::events))
-        .routes(routes!(lists::verify_audit))
+        .routes(routes!(audit_logs::verify_audit))
         // Webhooks (admin)
         .merge(super::webhooks::router(app.webhooks.clone()))
 }

@@ -12,6 +12,8 @@ use serde::Serialize;
 use serde_json::Value;
 use utoipa::ToSchema;
 
+pub use crate::error::ChainAttempt;
+
 /// `{success: true, data}`: the answer of the admin and discovery routes.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct Success<T> {
@@ -181,18 +183,6 @@ pub struct ChatChoice {
     pub message: AssistantMessage,
     /// `stop`, `length`, ...
     pub finish_reason: String,
-}
-
-/// One attempt of the chain.
-#[derive(Debug, Serialize, ToSchema)]
-pub struct ChainAttempt {
-    pub model: String,
-    /// `success`, `failed` or `skipped`.
-    pub status: String,
-    pub latency_ms: u64,
-    /// `timeout`, `server_error`, `rate_limit`, `client_error`, `policy`, `cooldown`.
-    pub reason: Option<String>,
-    pub message: Option<String>,
 }
 
 #[derive(Debug, Serialize, ToSchema)]

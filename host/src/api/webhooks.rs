@@ -114,17 +114,17 @@ use chrono::Utc;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::webhooks::store::{Delivery, DeliveryStatus, Endpoint, EndpointPatch, TEST_EVENT};
-use crate::webhooks::{EVENT_CATALOG, WebhookSecret, Webhooks, guard, is_known_event};
 use crate::api::admin::{new_id, ok, text_field};
-use crate::error::{AdminError, NestedError};
 use crate::api::json::AdminJson;
 use crate::api::schema::Success;
-use crate::time::iso;
 use crate::audit::{Audit, category, kind};
 use crate::auth::{Admin, AuthContext};
+use crate::error::{AdminError, NestedError};
 use crate::store::model::{AuditEntry, AuditUser};
 use crate::store::records::OutboxEvent;
+use crate::time::iso;
+use crate::webhooks::store::{Delivery, DeliveryStatus, Endpoint, EndpointPatch, TEST_EVENT};
+use crate::webhooks::{EVENT_CATALOG, WebhookSecret, Webhooks, guard, is_known_event};
 
 /// Longest description.
 const MAX_DESCRIPTION: usize = 500;

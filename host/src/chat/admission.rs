@@ -43,15 +43,15 @@ use axum::response::{IntoResponse, Response};
 use chrono::Utc;
 use serde_json::json;
 
+use super::deps::ChatDeps;
 use super::format::Format;
 use super::pipeline::{self, Reply};
-use crate::error::{ChatError, ErrorFormat, text};
-use super::deps::ChatDeps;
 use crate::audit::{Audit, category, kind, outcome};
 use crate::auth::AuthContext;
 use crate::auth::limit_reply;
 use crate::auth::limits::{BucketSet, Decision, effective};
 use crate::config::ChatConfig;
+use crate::error::{ChatError, ErrorFormat, text};
 use crate::store::model::Severity;
 use crate::store::records::{OutboxEvent, RequestOutcome};
 

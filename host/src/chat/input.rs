@@ -5,15 +5,15 @@
 use rand::RngCore;
 use serde_json::json;
 
+use super::deps::ChatDeps;
 use super::pipeline::Prepared;
 use super::request::PromptShieldOption;
 use super::request::ZERO_KNOWLEDGE;
 use super::screen::{self, FieldTexts};
 use super::security::{self, Guarded, PII_DLP, PROMPT_SHIELD, PolicyDecision, PolicyInput, Refusal, Subject, policy_refusal};
 use super::shield_mode::{self, ShieldSetting};
-use crate::error::ChatError;
-use super::deps::ChatDeps;
 use crate::auth::AuthContext;
+use crate::error::ChatError;
 
 fn refuse(error: ChatError) -> Box<Refusal> {
     Box::new(Refusal { error, events: Vec::new(), audit: Vec::new(), verdicts: Vec::new() })

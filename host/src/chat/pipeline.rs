@@ -14,6 +14,7 @@ use serde_json::json;
 
 use super::admission::Slot;
 use super::chain::{self, ChainResult, Failover};
+use super::deps::ChatDeps;
 use super::engine;
 use super::format::Format;
 use super::idempotency::{self, Begin, Guard};
@@ -23,13 +24,12 @@ use super::response::Meta;
 use super::security::Guarded;
 use super::stream;
 use super::types::{ChainEntry, NormalizedRequest, Usage};
-use crate::error::{ChatError, text};
-use crate::request_id;
-use super::deps::ChatDeps;
+use crate::auth::AuthContext;
 use crate::auth::limit_reply::{limit_reached, rate_limit_error, with_limit_headers};
 use crate::auth::limits::{BucketSet, effective};
-use crate::auth::AuthContext;
+use crate::error::{ChatError, text};
 use crate::receipts::Receipt;
+use crate::request_id;
 use crate::store::model::AuditEntry;
 use crate::store::records::{OutboxEvent, RequestOutcome, UsageDelta};
 

@@ -9,14 +9,14 @@ use std::collections::HashMap;
 use axum::http::StatusCode;
 use serde_json::{Value, json};
 
+use super::deps::ChatDeps;
 use super::input::subject;
 use super::pipeline::Prepared;
 use super::request::ZERO_KNOWLEDGE;
 use super::security::{self, Action, Guarded, PII_DLP, PROMPT_SHIELD, Refusal, Stage, Strictness};
 use super::types::{Message, Role};
-use crate::error::{ChatError, text};
-use super::deps::ChatDeps;
 use crate::auth::AuthContext;
+use crate::error::{ChatError, text};
 
 /// Most distinct documents listed in `metadata.sources` (spec 2.2).
 pub const MAX_SOURCES: usize = 3;

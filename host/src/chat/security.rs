@@ -12,8 +12,8 @@ use serde_json::{Value, json};
 
 use super::screen::{FieldTexts, Hidden};
 use super::types::{Message, Role};
-use crate::error::{ChatError, text};
 use crate::audit::{Audit, category, kind, outcome};
+use crate::error::{ChatError, text};
 use crate::store::model::{AuditEntry, Severity};
 use crate::store::records::OutboxEvent;
 

@@ -22,15 +22,15 @@ use tokio::sync::{mpsc, watch};
 use super::admission::Slot;
 use super::chain::{self, ChainResult};
 use super::cutoff;
+use super::deps::ChatDeps;
 use super::engine::{self, OpenStream};
 use super::format::Format;
-use super::pipeline::{Prepared, Reply, exhausted_error, failover_events, finish, policy_skip};
 use super::idempotency::Guard;
+use super::pipeline::{Prepared, Reply, exhausted_error, failover_events, finish, policy_skip};
 use super::providers;
 use super::security::{Guarded, StreamScanner};
 use super::types::StreamPiece;
 use super::types::{Trigger, Usage};
-use super::deps::ChatDeps;
 use crate::auth::AuthContext;
 use crate::store::records::{OutboxEvent, RequestOutcome, UsageDelta};
 

@@ -17,7 +17,6 @@ use std::collections::HashMap;
 use std::net::IpAddr;
 use std::sync::{Arc, Mutex};
 
-
 /// Places held per client address.
 #[derive(Debug, Default)]
 pub struct Peers {

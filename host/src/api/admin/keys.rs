@@ -7,13 +7,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{actor_audit, new_id, ok, text_field};
-use crate::error::{AdminError, NestedError};
 use crate::api::json::AdminJson;
 use crate::api::schema::Success;
 use crate::app::AppState;
 use crate::audit::{Audit, category, kind};
 use crate::auth::Admin;
 use crate::auth::keys::ApiKeySecret;
+use crate::error::{AdminError, NestedError};
 use crate::store::model::{ApiKeyRecord, LimitOverrides};
 
 /// Options a key carries; shared by create and update.

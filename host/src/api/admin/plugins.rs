@@ -7,9 +7,9 @@ use axum::extract::State;
 use serde_json::{Value, json};
 
 use super::ok;
-use crate::error::AdminError;
 use crate::app::AppState;
 use crate::auth::Admin;
+use crate::error::AdminError;
 
 /// `GET /api/admin/plugins`.
 #[utoipa::path(

@@ -9,9 +9,9 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::ok;
-use crate::error::AdminError;
 use crate::app::AppState;
 use crate::auth::Admin;
+use crate::error::AdminError;
 
 /// `GET /api/admin/usage`.
 #[utoipa::path(

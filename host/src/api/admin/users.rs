@@ -7,12 +7,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::{actor_audit, new_id, ok, text_field};
-use crate::error::{AdminError, NestedError};
 use crate::api::json::AdminJson;
 use crate::api::schema::Success;
 use crate::app::AppState;
 use crate::audit::{Audit, category, kind};
 use crate::auth::Admin;
+use crate::error::{AdminError, NestedError};
 use crate::store::model::User;
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
