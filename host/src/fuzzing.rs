@@ -19,7 +19,7 @@ use crate::chat::request::{self, ChatParams, TimeoutDefaults};
 use crate::chat::sse::{SseDecoder, SseError, SseEvent};
 use crate::chat::types::Role;
 use crate::config::Config;
-use crate::webhooks::guard::{self, Target};
+use crate::webhooks::ssrf::{self, Target};
 
 /// The defaults of `chat.*` in the config.
 const DEFAULTS: TimeoutDefaults = TimeoutDefaults { timeout_ms: 60_000, first_token_timeout_ms: 15_000 };
@@ -128,8 +128,8 @@ fn decode(body: &[u8], limit: usize, cuts: &[usize]) -> Result<Vec<SseEvent>, Ss
 /// refuses what was accepted without.
 pub fn webhook_url(data: &[u8]) {
     let raw = String::from_utf8_lossy(data);
-    let strict = guard::parse(&raw, false);
-    let lax = guard::parse(&raw, true);
+    let strict = ssrf::parse(&raw, false);
+    let lax = ssrf::parse(&raw, true);
     if let Ok(p) = &strict {
         let url = &p.url;
         assert!(matches!(url.scheme(), "http" | "https"), "{url}");
@@ -143,19 +143,19 @@ pub fn webhook_url(data: &[u8]) {
             assert!(name != "localhost" && !name.ends_with(".localhost"), "{url}");
         }
         if let Some(ip) = literal {
-            assert_eq!(guard::forbidden(ip), None, "accepted {url}, a literal {ip}");
+            assert_eq!(ssrf::forbidden(ip), None, "accepted {url}, a literal {ip}");
             assert_eq!(p.target, Target::Ip(ip), "{url}");
         }
         if let Target::Ip(ip) = p.target {
-            assert_eq!(guard::forbidden(ip), None, "accepted {url}");
+            assert_eq!(ssrf::forbidden(ip), None, "accepted {url}");
         }
-        let again = guard::parse(url.as_str(), false).unwrap_or_else(|e| panic!("stored form {url} is refused: {e}"));
+        let again = ssrf::parse(url.as_str(), false).unwrap_or_else(|e| panic!("stored form {url} is refused: {e}"));
         assert_eq!(again.target, p.target, "{url}");
         assert_eq!(again.url, p.url, "normalising twice changed {url}");
         assert!(lax.is_ok(), "allow_private refused {url}");
     }
     if let Err(e) = &lax {
-        assert!(!matches!(e, guard::GuardError::Forbidden { .. } | guard::GuardError::Unresolvable { .. }), "{raw:?}: {e}");
+        assert!(!matches!(e, ssrf::UrlRefused::Forbidden { .. } | ssrf::UrlRefused::Unresolvable { .. }), "{raw:?}: {e}");
     }
 }
 

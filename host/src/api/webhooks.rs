@@ -124,7 +124,7 @@ use crate::store::model::{AuditEntry, AuditUser};
 use crate::store::records::OutboxEvent;
 use crate::time::iso;
 use crate::webhooks::store::{Delivery, DeliveryStatus, Endpoint, EndpointPatch, TEST_EVENT};
-use crate::webhooks::{EVENT_CATALOG, WebhookSecret, Webhooks, guard, is_known_event};
+use crate::webhooks::{EVENT_CATALOG, WebhookSecret, Webhooks, is_known_event, ssrf};
 
 /// Longest description.
 const MAX_DESCRIPTION: usize = 500;
@@ -266,7 +266,7 @@ fn check_events(events: Vec<String>) -> Result<Vec<String>, AdminError> {
 }
 
 async fn check_url(wh: &Webhooks, url: &str) -> Result<String, AdminError> {
-    guard::check(url, wh.allow_private(), wh.lookup.as_ref())
+    ssrf::check(url, wh.allow_private(), wh.lookup.as_ref())
         .await
         .map(|u| u.to_string())
         .map_err(|e| AdminError::validation(format!("`url`: {e}")))

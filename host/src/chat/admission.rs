@@ -329,7 +329,7 @@ pub(super) async fn over_share(
     holding: &str,
     share: usize,
     decision: &Decision,
-    guard: Option<super::idempotency::Guard>,
+    claim: Option<super::idempotency::HeldClaim>,
 ) -> Response {
     let now = Utc::now();
     let minute = now.timestamp().div_euclid(60);
@@ -377,7 +377,7 @@ pub(super) async fn over_share(
     }
     let mut reply = Reply::error(format, e, events);
     reply.audit = reply_audit;
-    limit_reply::with_limit_headers(pipeline::finish(deps, reply, guard).await, decision)
+    limit_reply::with_limit_headers(pipeline::finish(deps, reply, claim).await, decision)
 }
 
 /// A body its client abandoned (timed out or cut off): counted once in the

@@ -32,8 +32,8 @@ struct State {
 
 /// What the breaker says about an attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Admission {
-    Allowed,
+pub enum Availability {
+    Available,
     /// In cooldown after failures of this class: skip this entry.
     Cooldown(Trigger),
 }
@@ -54,19 +54,19 @@ impl Breakers {
     }
 
     /// May this model be tried now?
-    pub fn admit(&self, model: &str, now: Instant) -> Admission {
+    pub fn availability(&self, model: &str, now: Instant) -> Availability {
         let mut map = self.lock();
         let Some(st) = map.get_mut(model) else {
-            return Admission::Allowed;
+            return Availability::Available;
         };
         match (st.open_until, st.probe_since) {
-            (Some(until), _) if now < until => Admission::Cooldown(st.class),
-            (Some(_), Some(since)) if now < since + self.cooldown => Admission::Cooldown(st.class),
+            (Some(until), _) if now < until => Availability::Cooldown(st.class),
+            (Some(_), Some(since)) if now < since + self.cooldown => Availability::Cooldown(st.class),
             (Some(_), _) => {
                 st.probe_since = Some(now);
-                Admission::Allowed
+                Availability::Available
             }
-            (None, _) => Admission::Allowed,
+            (None, _) => Availability::Available,
         }
     }
 
@@ -112,23 +112,23 @@ mod tests {
         for _ in 0..2 {
             b.failure("a/m", Trigger::ServerError, t0);
         }
-        assert_eq!(b.admit("a/m", t0), Admission::Allowed);
+        assert_eq!(b.availability("a/m", t0), Availability::Available);
         b.failure("a/m", Trigger::Timeout, t0);
-        assert_eq!(b.admit("a/m", t0), Admission::Cooldown(Trigger::Timeout));
-        assert_eq!(b.admit("a/m", t0 + Duration::from_secs(9)), Admission::Cooldown(Trigger::Timeout));
+        assert_eq!(b.availability("a/m", t0), Availability::Cooldown(Trigger::Timeout));
+        assert_eq!(b.availability("a/m", t0 + Duration::from_secs(9)), Availability::Cooldown(Trigger::Timeout));
         // One probe after the cooldown, others still skip.
         let later = t0 + Duration::from_secs(11);
-        assert_eq!(b.admit("a/m", later), Admission::Allowed);
-        assert_eq!(b.admit("a/m", later), Admission::Cooldown(Trigger::Timeout));
+        assert_eq!(b.availability("a/m", later), Availability::Available);
+        assert_eq!(b.availability("a/m", later), Availability::Cooldown(Trigger::Timeout));
         // A failed probe starts a new cooldown, of the probe's class.
         b.failure("a/m", Trigger::ServerError, later);
-        assert_eq!(b.admit("a/m", later + Duration::from_secs(5)), Admission::Cooldown(Trigger::ServerError));
+        assert_eq!(b.availability("a/m", later + Duration::from_secs(5)), Availability::Cooldown(Trigger::ServerError));
         // A successful probe closes it.
         let much_later = later + Duration::from_secs(11);
-        assert_eq!(b.admit("a/m", much_later), Admission::Allowed);
+        assert_eq!(b.availability("a/m", much_later), Availability::Available);
         b.success("a/m");
-        assert_eq!(b.admit("a/m", much_later), Admission::Allowed);
-        assert_eq!(b.admit("a/m", much_later), Admission::Allowed);
+        assert_eq!(b.availability("a/m", much_later), Availability::Available);
+        assert_eq!(b.availability("a/m", much_later), Availability::Available);
     }
 
     #[test]
@@ -138,13 +138,13 @@ mod tests {
         b.failure("m", Trigger::ServerError, t);
         b.success("m");
         b.failure("m", Trigger::ServerError, t);
-        assert_eq!(b.admit("m", t), Admission::Allowed);
+        assert_eq!(b.availability("m", t), Availability::Available);
         b.inconclusive("m");
         b.inconclusive("m");
-        assert_eq!(b.admit("m", t), Admission::Allowed);
+        assert_eq!(b.availability("m", t), Availability::Available);
         assert!(b.open_models(t).is_empty());
         b.failure("m", Trigger::RateLimit, t);
-        assert_eq!(b.admit("m", t), Admission::Cooldown(Trigger::RateLimit), "the class that opened it");
+        assert_eq!(b.availability("m", t), Availability::Cooldown(Trigger::RateLimit), "the class that opened it");
     }
 
     #[test]
@@ -153,9 +153,9 @@ mod tests {
         let t0 = Instant::now();
         b.failure("m", Trigger::ServerError, t0);
         let later = t0 + Duration::from_secs(11);
-        assert_eq!(b.admit("m", later), Admission::Allowed);
+        assert_eq!(b.availability("m", later), Availability::Available);
         b.inconclusive("m");
-        assert_eq!(b.admit("m", later), Admission::Allowed, "the next request probes");
+        assert_eq!(b.availability("m", later), Availability::Available, "the next request probes");
     }
 
     #[test]
@@ -165,8 +165,8 @@ mod tests {
         b.failure("m", Trigger::Timeout, t0);
         let later = t0 + Duration::from_secs(11);
         // The probe's request is dropped (its client went away): nothing reports.
-        assert_eq!(b.admit("m", later), Admission::Allowed);
-        assert_eq!(b.admit("m", later + Duration::from_secs(9)), Admission::Cooldown(Trigger::Timeout));
-        assert_eq!(b.admit("m", later + Duration::from_secs(10)), Admission::Allowed, "the lapsed probe is replaced");
+        assert_eq!(b.availability("m", later), Availability::Available);
+        assert_eq!(b.availability("m", later + Duration::from_secs(9)), Availability::Cooldown(Trigger::Timeout));
+        assert_eq!(b.availability("m", later + Duration::from_secs(10)), Availability::Available, "the lapsed probe is replaced");
     }
 }

@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 
 use serde::Serialize;
 
-use super::breaker::{Admission, Breakers};
+use super::breaker::{Availability, Breakers};
 use super::types::{AttemptError, ChainEntry, Trigger};
 
 /// One line of `attempts[]` (spec 2.4).
@@ -118,7 +118,7 @@ where
             attempts.push(Attempt { model, status: "skipped", reason: Some(reason), latency_ms: 0, message: None });
             continue;
         }
-        if let Admission::Cooldown(class) = breakers.admit(&model, Instant::now()) {
+        if let Availability::Cooldown(class) = breakers.availability(&model, Instant::now()) {
             // A failure of the class that opened the breaker, without a call.
             hop(&mut pending_failover, &mut failovers, &model);
             failures += 1;
@@ -344,7 +344,7 @@ mod tests {
             timeouts(short.clone(), OPERATOR, &b).await;
             timeouts(short.clone(), Counting { stream: true, ..OPERATOR }, &b).await;
         }
-        assert_eq!(b.admit("a/m", Instant::now()), Admission::Allowed, "shortened deadlines do not count");
+        assert_eq!(b.availability("a/m", Instant::now()), Availability::Available, "shortened deadlines do not count");
         // A stream is judged by its first-token deadline only.
         let mut stream_entry = chain(&["a/m"]);
         stream_entry[0].timeout = Duration::from_millis(1);
@@ -353,7 +353,7 @@ mod tests {
         let mut long = chain(&["a/m"]);
         long[0].timeout = Duration::from_secs(5);
         timeouts(long, OPERATOR, &b).await;
-        assert_eq!(b.admit("a/m", Instant::now()), Admission::Cooldown(Trigger::Timeout));
+        assert_eq!(b.availability("a/m", Instant::now()), Availability::Cooldown(Trigger::Timeout));
     }
 
     #[tokio::test]
@@ -366,9 +366,9 @@ mod tests {
             }
             _ => panic!("exhausted"),
         }
-        assert_eq!(b.admit("a/e500", Instant::now()), Admission::Allowed);
+        assert_eq!(b.availability("a/e500", Instant::now()), Availability::Available);
         let _ = go(&["a/e500"], default_on(), &b).await;
-        assert_eq!(b.admit("a/e500", Instant::now()), Admission::Cooldown(Trigger::ServerError));
+        assert_eq!(b.availability("a/e500", Instant::now()), Availability::Cooldown(Trigger::ServerError));
     }
 
     #[tokio::test]

@@ -168,20 +168,20 @@ fn canonical_number(tok: &[u8]) -> Option<String> {
 }
 
 /// A claimed key; the lease is renewed until it is dropped.
-pub struct Guard {
+pub struct HeldClaim {
     pub scope: String,
     pub body_hash: String,
     ttl: chrono::Duration,
     renewer: tokio::task::JoinHandle<()>,
 }
 
-impl Drop for Guard {
+impl Drop for HeldClaim {
     fn drop(&mut self) {
         self.renewer.abort();
     }
 }
 
-impl Guard {
+impl HeldClaim {
     /// What to write when the request finishes: the record to keep, or `None`
     /// to release the claim (statuses that must not be stored).
     pub fn outcome(&self, status: StatusCode, content_type: &str, body: String) -> (String, Option<IdempotencyRecord>) {
@@ -199,8 +199,8 @@ impl Guard {
 pub enum Begin {
     /// No key: serve normally.
     None,
-    /// Serve, then record through the guard.
-    Claimed(Guard),
+    /// Serve, then record through the claim.
+    Claimed(HeldClaim),
     /// Answer with the stored response.
     Replay(Response),
 }
@@ -287,7 +287,7 @@ pub async fn begin(
                         }
                     })
                 };
-                return Ok(Begin::Claimed(Guard { scope, body_hash: hash, ttl: chrono::Duration::seconds(ttl_secs as i64), renewer }));
+                return Ok(Begin::Claimed(HeldClaim { scope, body_hash: hash, ttl: chrono::Duration::seconds(ttl_secs as i64), renewer }));
             }
             Claim::Existing(_) => continue,
         }

@@ -10,7 +10,7 @@ use super::pipeline::Prepared;
 use super::request::PromptShieldOption;
 use super::request::ZERO_KNOWLEDGE;
 use super::screen::{self, FieldTexts};
-use super::security::{self, Guarded, PII_DLP, PROMPT_SHIELD, PolicyDecision, PolicyInput, Refusal, Subject, policy_refusal};
+use super::security::{self, PII_DLP, PROMPT_SHIELD, PolicyDecision, PolicyInput, Refusal, Secured, Subject, policy_refusal};
 use super::shield_mode::{self, ShieldSetting};
 use crate::auth::AuthContext;
 use crate::error::ChatError;
@@ -31,8 +31,8 @@ pub fn subject(ctx: &AuthContext, p: &Prepared) -> Subject {
 /// Apply the policy and the input detectors. On success the request's
 /// messages may be redacted and carry a canary; the returned state drives the
 /// output checks.
-pub fn check_input(deps: &ChatDeps, ctx: &AuthContext, p: &mut Prepared) -> Result<Guarded, Box<Refusal>> {
-    let mut guarded = Guarded { verdict: "allow", ..Default::default() };
+pub fn check_input(deps: &ChatDeps, ctx: &AuthContext, p: &mut Prepared) -> Result<Secured, Box<Refusal>> {
+    let mut guarded = Secured { verdict: "allow", ..Default::default() };
     let mut at = ("policy", None);
     match run(deps, ctx, p, &mut guarded, &mut at) {
         Ok(()) => Ok(guarded),
@@ -57,7 +57,7 @@ fn run(
     deps: &ChatDeps,
     ctx: &AuthContext,
     p: &mut Prepared,
-    guarded: &mut Guarded,
+    guarded: &mut Secured,
     at: &mut (&'static str, Option<&'static str>),
 ) -> Result<(), Box<Refusal>> {
     let who = subject(ctx, p);

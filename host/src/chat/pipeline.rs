@@ -17,11 +17,11 @@ use super::chain::{self, ChainResult, Failover};
 use super::deps::ChatDeps;
 use super::engine;
 use super::format::Format;
-use super::idempotency::{self, Begin, Guard};
+use super::idempotency::{self, Begin, HeldClaim};
 use super::providers::{self, AdapterSet};
 use super::request::{self, ChatParams, TimeoutDefaults, ZERO_KNOWLEDGE};
 use super::response::Meta;
-use super::security::Guarded;
+use super::security::Secured;
 use super::stream;
 use super::types::{ChainEntry, NormalizedRequest, Usage};
 use crate::auth::AuthContext;
@@ -118,7 +118,7 @@ pub async fn serve(deps: ChatDeps, ctx: AuthContext, slot: Slot, headers: Header
         Format::Gatehouse => idempotency::Route::Gatehouse,
         Format::OpenAi { .. } => idempotency::Route::OpenAi,
     };
-    let guard = match idempotency::begin(&deps.store, &ctx.key.id, route, &headers, &body, cfg.chat.idempotency_ttl_secs).await {
+    let claim = match idempotency::begin(&deps.store, &ctx.key.id, route, &headers, &body, cfg.chat.idempotency_ttl_secs).await {
         Ok(Begin::Replay(resp)) => return resp,
         Ok(Begin::Claimed(g)) => Some(g),
         Ok(Begin::None) => None,
@@ -139,7 +139,7 @@ pub async fn serve(deps: ChatDeps, ctx: AuthContext, slot: Slot, headers: Header
             if decision.allowed {
                 let load = deps.admission.key(&ctx.key.id);
                 let holding = format!("{share} chat requests in flight");
-                return super::admission::over_share(&deps, &ctx, &load, format, &holding, share, &decision, guard).await;
+                return super::admission::over_share(&deps, &ctx, &load, format, &holding, share, &decision, claim).await;
             }
             (slot, decision)
         }
@@ -148,7 +148,7 @@ pub async fn serve(deps: ChatDeps, ctx: AuthContext, slot: Slot, headers: Header
         let (events, audit) = limit_reached(&ctx, &decision);
         let mut reply = Reply::error(format, rate_limit_error(&decision), events);
         reply.audit = audit;
-        return with_limit_headers(finish(&deps, reply, guard).await, &decision);
+        return with_limit_headers(finish(&deps, reply, claim).await, &decision);
     }
     let parsed = match format {
         Format::Gatehouse => request::parse(&body, defaults).map(|p| (p, Format::Gatehouse)),
@@ -156,17 +156,17 @@ pub async fn serve(deps: ChatDeps, ctx: AuthContext, slot: Slot, headers: Header
     };
     let request_hash = crate::receipts::sha256_hex(&body);
     let resp = match parsed.and_then(|(params, format)| prepare(&deps, &ctx, params, format, request_hash)) {
-        Err(e) => finish(&deps, Reply::error(format, e, Vec::new()), guard).await,
+        Err(e) => finish(&deps, Reply::error(format, e, Vec::new()), claim).await,
         Ok(mut p) => match guard_and_retrieve(&deps, &ctx, &mut p).await {
             Err(refusal) => {
                 let mut reply = Reply::error(format, refusal.error, refusal.events);
                 reply.audit = refusal.audit;
-                finish(&deps, reply, guard).await
+                finish(&deps, reply, claim).await
             }
-            Ok(secured) if p.params.stream => stream::serve(deps.clone(), ctx.clone(), p, secured, guard, slot).await,
+            Ok(secured) if p.params.stream => stream::serve(deps.clone(), ctx.clone(), p, secured, claim, slot).await,
             Ok(secured) => {
                 let reply = complete(&deps, &ctx, p, secured).await;
-                finish(&deps, reply, guard).await
+                finish(&deps, reply, claim).await
             }
         },
     };
@@ -175,7 +175,7 @@ pub async fn serve(deps: ChatDeps, ctx: AuthContext, slot: Slot, headers: Header
 
 /// The input side of the security pipeline, then retrieval (with Prompt
 /// Shield on the passages): everything before the model chain.
-async fn guard_and_retrieve(deps: &ChatDeps, ctx: &AuthContext, p: &mut Prepared) -> Result<Guarded, Box<super::security::Refusal>> {
+async fn guard_and_retrieve(deps: &ChatDeps, ctx: &AuthContext, p: &mut Prepared) -> Result<Secured, Box<super::security::Refusal>> {
     let mut secured = super::input::check_input(deps, ctx, p)?;
     match super::retrieval::augment(deps, ctx, p, &mut secured).await {
         Ok(()) => Ok(secured),
@@ -348,12 +348,12 @@ pub fn exhausted_error(attempts: &[chain::Attempt], all_rate_limited: bool) -> C
 }
 
 /// Chain entries the policy keeps from receiving the data are skipped (reason `policy`).
-pub fn policy_skip(secured: &Guarded, entry: &ChainEntry) -> Option<&'static str> {
+pub fn policy_skip(secured: &Secured, entry: &ChainEntry) -> Option<&'static str> {
     let allowed = secured.decision.as_ref()?.allowed_providers.as_ref()?;
     (!allowed.iter().any(|p| p == entry.model.provider())).then_some("policy")
 }
 
-async fn complete(deps: &ChatDeps, ctx: &AuthContext, mut p: Prepared, mut secured: Guarded) -> Reply {
+async fn complete(deps: &ChatDeps, ctx: &AuthContext, mut p: Prepared, mut secured: Secured) -> Reply {
     let result = chain::run(
         &p.params.chain,
         &p.params.on,
@@ -428,9 +428,9 @@ async fn complete(deps: &ChatDeps, ctx: &AuthContext, mut p: Prepared, mut secur
 
 /// Commit what the request produced, then answer. The commit comes first: an
 /// acknowledged answer is billed and its idempotency record is durable.
-pub(super) async fn finish(deps: &ChatDeps, reply: Reply, guard: Option<Guard>) -> Response {
+pub(super) async fn finish(deps: &ChatDeps, reply: Reply, claim: Option<HeldClaim>) -> Response {
     let body_text = reply.body;
-    let idem = guard.as_ref().map(|g| g.outcome(reply.status, "application/json", body_text.clone()));
+    let idem = claim.as_ref().map(|g| g.outcome(reply.status, "application/json", body_text.clone()));
     if reply.usage.is_some() || !reply.events.is_empty() || !reply.audit.is_empty() || idem.is_some() || reply.receipt.is_some() {
         let outcome =
             RequestOutcome { usage: reply.usage, events: reply.events, audit: reply.audit, receipt: reply.receipt, idempotency: idem };
@@ -439,7 +439,7 @@ pub(super) async fn finish(deps: &ChatDeps, reply: Reply, guard: Option<Guard>) 
             return ChatError::internal().into_response();
         }
     }
-    drop(guard);
+    drop(claim);
     let mut resp = (reply.status, [(header::CONTENT_TYPE, "application/json")], body_text).into_response();
     if let Some(secs) = reply.retry_after {
         resp.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(secs));

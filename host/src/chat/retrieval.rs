@@ -13,7 +13,7 @@ use super::deps::ChatDeps;
 use super::input::subject;
 use super::pipeline::Prepared;
 use super::request::ZERO_KNOWLEDGE;
-use super::security::{self, Action, Guarded, PII_DLP, PROMPT_SHIELD, Refusal, Stage, Strictness};
+use super::security::{self, Action, PII_DLP, PROMPT_SHIELD, Refusal, Secured, Stage, Strictness};
 use super::types::{Message, Role};
 use crate::auth::AuthContext;
 use crate::error::{ChatError, text};
@@ -62,7 +62,7 @@ that appear inside them.";
 /// RAG off, shield the passages, and extend the system context. A failing
 /// retriever refuses the request (502 `Retrieval failed`), never answers as
 /// if the knowledge base were empty.
-pub async fn augment(deps: &ChatDeps, ctx: &AuthContext, p: &mut Prepared, guarded: &mut Guarded) -> Result<(), Box<Refusal>> {
+pub async fn augment(deps: &ChatDeps, ctx: &AuthContext, p: &mut Prepared, guarded: &mut Secured) -> Result<(), Box<Refusal>> {
     if p.params.index == ZERO_KNOWLEDGE || !p.params.use_rag {
         return Ok(());
     }
@@ -110,7 +110,7 @@ fn shield_passages(
     deps: &ChatDeps,
     ctx: &AuthContext,
     p: &Prepared,
-    guarded: &mut Guarded,
+    guarded: &mut Secured,
     passages: Vec<Passage>,
     removed: &mut Vec<Value>,
 ) -> Result<Vec<Passage>, Box<Refusal>> {
@@ -170,7 +170,7 @@ fn protect_passages(
     deps: &ChatDeps,
     ctx: &AuthContext,
     p: &Prepared,
-    guarded: &mut Guarded,
+    guarded: &mut Secured,
     passages: Vec<Passage>,
     removed: &mut Vec<Value>,
 ) -> Result<Vec<Passage>, Box<Refusal>> {

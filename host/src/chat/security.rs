@@ -170,7 +170,7 @@ pub const PII_DLP: &str = "pii-dlp";
 
 /// Where a request stands after the input checks.
 #[derive(Debug, Clone, Default)]
-pub struct Guarded {
+pub struct Secured {
     pub decision: Option<PolicyDecision>,
     /// Canary planted in the system context.
     pub canary: Option<String>,
@@ -186,7 +186,7 @@ pub struct Guarded {
     pub verdicts: Vec<Value>,
 }
 
-impl Guarded {
+impl Secured {
     /// The fixed patterns the output scanner looks for: the canary and the
     /// placeholders it restores.
     fn patterns(&self) -> impl Iterator<Item = &str> {
@@ -322,7 +322,7 @@ pub fn shield(
     config_json: &str,
     texts: &[String],
     who: &Subject,
-    guarded: &mut Guarded,
+    guarded: &mut Secured,
 ) -> Result<(Action, f32), Box<Refusal>> {
     if texts.is_empty() {
         return Ok((Action::Allow, 0.0));
@@ -342,7 +342,7 @@ pub fn shield_input_and_canary(
     texts: &[String],
     seed: &str,
     who: &Subject,
-    guarded: &mut Guarded,
+    guarded: &mut Secured,
 ) -> Result<(Action, f32, Option<CanaryText>), Box<Refusal>> {
     let (judged, canary) = if texts.is_empty() {
         ((Action::Allow, 0.0), detector.make_canary(seed))
@@ -379,7 +379,7 @@ fn judge(
     stage: Stage,
     strictness: Strictness,
     who: &Subject,
-    guarded: &mut Guarded,
+    guarded: &mut Secured,
 ) -> Result<(Action, f32), Box<Refusal>> {
     let worst = verdicts.iter().map(|v| v.action).max().unwrap_or(Action::Allow);
     let score = verdicts.iter().map(|v| v.score).fold(0.0f32, f32::max);
@@ -441,7 +441,7 @@ pub fn pii_dlp(
     fields: &mut FieldTexts,
     hidden: &[Hidden],
     who: &Subject,
-    guarded: &mut Guarded,
+    guarded: &mut Secured,
 ) -> Result<bool, Box<Refusal>> {
     if decision.pii_action == Action::Allow && decision.dlp_action == Action::Allow {
         return Ok(false);
@@ -470,11 +470,11 @@ pub fn pii_dlp(
         "score": verdicts.iter().map(|v| v.score).fold(0.0f32, f32::max),
         "reasons": all_kinds,
     }));
-    let record = |event: &str, kinds: &[String], action: Action, guarded: &mut Guarded| {
+    let record = |event: &str, kinds: &[String], action: Action, guarded: &mut Secured| {
         record_incident(who, Stage::Input, event, kinds, action, guarded)
     };
     if worst == Action::Block {
-        let mut g = Guarded::default();
+        let mut g = Secured::default();
         let pii_action = if pii_kinds.is_empty() { Action::Allow } else { decision.pii_action };
         let dlp_action = if dlp_kinds.is_empty() { Action::Allow } else { decision.dlp_action };
         record("pii:incident", &pii_kinds, pii_action, &mut g);
@@ -542,7 +542,7 @@ fn kinds(verdicts: &[Verdict]) -> (Vec<String>, Vec<String>) {
 }
 
 /// One `pii:incident` or `dlp:incident` event and audit record (never the value found).
-fn record_incident(who: &Subject, stage: Stage, event: &str, kinds: &[String], action: Action, guarded: &mut Guarded) {
+fn record_incident(who: &Subject, stage: Stage, event: &str, kinds: &[String], action: Action, guarded: &mut Secured) {
     if kinds.is_empty() {
         return;
     }
@@ -566,7 +566,7 @@ pub fn pii_dlp_passages(
     config_json: &str,
     texts: &mut [String],
     who: &Subject,
-    guarded: &mut Guarded,
+    guarded: &mut Secured,
 ) -> Result<Vec<Option<&'static str>>, Box<Refusal>> {
     let mut removed = vec![None; texts.len()];
     if texts.is_empty() || (decision.pii_action == Action::Allow && decision.dlp_action == Action::Allow) {
@@ -612,7 +612,7 @@ pub fn pii_dlp_passages(
 
 /// Replace `spans` in `text`, last span first so earlier offsets stay valid,
 /// and remember placeholder → original when the policy restores them.
-fn redact(text: &mut String, spans: &[Redaction], restore: bool, guarded: &mut Guarded) {
+fn redact(text: &mut String, spans: &[Redaction], restore: bool, guarded: &mut Secured) {
     let mut spans = spans.to_vec();
     spans.sort_by_key(|s| std::cmp::Reverse(s.start));
     for r in spans {
@@ -644,7 +644,7 @@ pub struct OutputScan {
     pub leaked: bool,
 }
 
-impl Guarded {
+impl Secured {
     /// Scan `text`: returns it with placeholders restored, and whether the canary appeared.
     pub fn scan_output(&self, text: &str) -> (String, bool) {
         let leaked = self.canary.as_deref().is_some_and(|c| text.contains(c));
@@ -677,12 +677,12 @@ impl Guarded {
 /// placeholder split across chunks is restored whole). Ordinary text is never
 /// delayed to the next chunk.
 pub struct StreamScanner {
-    guarded: Arc<Guarded>,
+    guarded: Arc<Secured>,
     pending: String,
 }
 
 impl StreamScanner {
-    pub fn new(guarded: Arc<Guarded>) -> Self {
+    pub fn new(guarded: Arc<Secured>) -> Self {
         StreamScanner { guarded, pending: String::new() }
     }
 
@@ -729,8 +729,8 @@ mod tests {
         assert_eq!(json_text(&json!({})), "{}");
     }
 
-    fn guarded(canary: &str, restore: &[(&str, &str)]) -> Arc<Guarded> {
-        Arc::new(Guarded {
+    fn guarded(canary: &str, restore: &[(&str, &str)]) -> Arc<Secured> {
+        Arc::new(Secured {
             canary: Some(canary.to_owned()),
             restore: restore.iter().map(|(a, b)| ((*a).to_owned(), (*b).to_owned())).collect(),
             ..Default::default()
@@ -770,7 +770,7 @@ mod tests {
     #[test]
     fn input_shield_and_canary_come_from_one_pass() {
         let d = fixed(Action::Flag, false, Ok(Some(("tok".into(), "keep tok secret".into()))));
-        let mut g = Guarded::default();
+        let mut g = Secured::default();
         let (action, score, canary) = shield_input_and_canary(&d, Strictness::Balanced, "{}", &["hi".into()], "seed", &who(), &mut g)
             .map_err(|r| r.error.message)
             .expect("allowed");
@@ -781,7 +781,7 @@ mod tests {
 
         // No user text: no inspection, still a canary.
         let d = fixed(Action::Block, false, Ok(Some(("tok".into(), "i".into()))));
-        let r = shield_input_and_canary(&d, Strictness::Balanced, "{}", &[], "seed", &who(), &mut Guarded::default())
+        let r = shield_input_and_canary(&d, Strictness::Balanced, "{}", &[], "seed", &who(), &mut Secured::default())
             .map_err(|r| r.error.message)
             .expect("allowed");
         assert_eq!((r.0, r.2.is_some()), (Action::Allow, true));
@@ -791,18 +791,18 @@ mod tests {
     #[test]
     fn a_failed_canary_leaves_the_verdict_and_a_failed_inspection_refuses() {
         let d = fixed(Action::Allow, false, Err("canary trapped".into()));
-        let r = shield_input_and_canary(&d, Strictness::Balanced, "{}", &["hi".into()], "s", &who(), &mut Guarded::default());
+        let r = shield_input_and_canary(&d, Strictness::Balanced, "{}", &["hi".into()], "s", &who(), &mut Secured::default());
         let (action, _, canary) = r.map_err(|r| r.error.message).expect("the request goes on without a canary");
         assert_eq!((action, canary), (Action::Allow, None));
 
         let d = fixed(Action::Allow, true, Ok(None));
-        let refusal = shield_input_and_canary(&d, Strictness::Balanced, "{}", &["hi".into()], "s", &who(), &mut Guarded::default())
+        let refusal = shield_input_and_canary(&d, Strictness::Balanced, "{}", &["hi".into()], "s", &who(), &mut Secured::default())
             .expect_err("refused");
         assert_eq!(refusal.error.status, axum::http::StatusCode::FORBIDDEN);
         assert_eq!(refusal.audit.len(), 1);
 
         let d = fixed(Action::Block, false, Ok(Some(("t".into(), "i".into()))));
-        let refusal = shield_input_and_canary(&d, Strictness::Strict, "{}", &["hi".into()], "s", &who(), &mut Guarded::default())
+        let refusal = shield_input_and_canary(&d, Strictness::Strict, "{}", &["hi".into()], "s", &who(), &mut Secured::default())
             .expect_err("blocked");
         assert_eq!(refusal.events.len(), 1, "promptshield:attack:blocked");
     }

@@ -25,10 +25,10 @@ use super::cutoff;
 use super::deps::ChatDeps;
 use super::engine::{self, OpenStream};
 use super::format::Format;
-use super::idempotency::Guard;
+use super::idempotency::HeldClaim;
 use super::pipeline::{Prepared, Reply, exhausted_error, failover_events, finish, policy_skip};
 use super::providers;
-use super::security::{Guarded, StreamScanner};
+use super::security::{Secured, StreamScanner};
 use super::types::StreamPiece;
 use super::types::{Trigger, Usage};
 use crate::auth::AuthContext;
@@ -37,7 +37,14 @@ use crate::store::records::{OutboxEvent, RequestOutcome, UsageDelta};
 /// Frames buffered between the upstream reader and the client.
 const CHANNEL_FRAMES: usize = 16;
 
-pub async fn serve(deps: ChatDeps, ctx: AuthContext, mut p: Prepared, mut secured: Guarded, guard: Option<Guard>, slot: Slot) -> Response {
+pub async fn serve(
+    deps: ChatDeps,
+    ctx: AuthContext,
+    mut p: Prepared,
+    mut secured: Secured,
+    claim: Option<HeldClaim>,
+    slot: Slot,
+) -> Response {
     let result = chain::run(
         &p.params.chain,
         &p.params.on,
@@ -64,7 +71,7 @@ pub async fn serve(deps: ChatDeps, ctx: AuthContext, mut p: Prepared, mut secure
             // Before any byte was sent: JSON, like a non-streaming request.
             let mut reply = Reply::error(format, err, events);
             reply.audit = audit;
-            return finish(&deps, reply, guard).await;
+            return finish(&deps, reply, claim).await;
         }
     };
     p.meta.served_model = p.params.chain[index].model.to_string();
@@ -89,7 +96,7 @@ pub async fn serve(deps: ChatDeps, ctx: AuthContext, mut p: Prepared, mut secure
         audit,
         usage_owner: (bill_user, ctx.key.id.clone()),
         prompt_text,
-        guard,
+        claim,
         prepared: p,
         secured: Arc::new(secured),
         _slot: slot,
@@ -113,9 +120,9 @@ struct Pump {
     audit: Vec<crate::store::model::AuditEntry>,
     usage_owner: (String, String),
     prompt_text: String,
-    guard: Option<Guard>,
+    claim: Option<HeldClaim>,
     prepared: Prepared,
-    secured: Arc<Guarded>,
+    secured: Arc<Secured>,
     /// The stream's place under `chat.max_in_flight`, freed when the pump ends.
     _slot: Slot,
     /// The shutdown cut; dropped (with its clones) once the outcome is committed.
@@ -223,7 +230,7 @@ impl Emitter {
 impl Pump {
     async fn run(mut self, mut open: OpenStream, tx: mpsc::Sender<Bytes>) {
         let mut cut = self.cut.clone();
-        let mut sink = Sink { tx, record: self.guard.as_ref().map(|_| String::new()), client_gone: false, cut: self.cut.clone() };
+        let mut sink = Sink { tx, record: self.claim.as_ref().map(|_| String::new()), client_gone: false, cut: self.cut.clone() };
         let mut em = Emitter {
             format: self.prepared.format,
             rid: self.prepared.request_id.clone(),
@@ -298,7 +305,7 @@ impl Pump {
             }
         }
 
-        let idem = match (&self.guard, sink.record.take()) {
+        let idem = match (&self.claim, sink.record.take()) {
             (Some(g), Some(recorded)) => Some(g.outcome(StatusCode::OK, "text/event-stream", recorded)),
             _ => None,
         };
@@ -325,6 +332,6 @@ impl Pump {
         if let Err(e) = self.deps.store.finish_request(outcome).await {
             tracing::error!(error = %e, "recording a streamed chat request failed");
         }
-        drop(self.guard);
+        drop(self.claim);
     }
 }

@@ -36,7 +36,7 @@ use chrono::{DateTime, Utc};
 use tokio::sync::{Notify, OwnedSemaphorePermit, Semaphore, mpsc, oneshot, watch};
 use tokio::task::JoinSet;
 
-use super::guard::{self, GuardedResolver, Lookup};
+use super::ssrf::{self, CheckedResolver, Lookup};
 use super::store::{Attempt, AttemptEffect, Delivery, Endpoint, WebhookStore};
 use crate::audit::{Audit, category, kind, outcome};
 use crate::config::{Config, WebhooksConfig};
@@ -101,7 +101,7 @@ impl Dispatcher {
             // the environment, no redirects, our resolver.
             .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
-            .dns_resolver(Arc::new(GuardedResolver::new(lookup, allow_private)))
+            .dns_resolver(Arc::new(CheckedResolver::new(lookup, allow_private)))
             .pool_max_idle_per_host(per_host)
             .pool_idle_timeout(Duration::from_secs(30))
             .user_agent(concat!("Gatehouse-Webhooks/", env!("CARGO_PKG_VERSION")))
@@ -543,7 +543,7 @@ async fn send(
     allow_private: bool,
 ) -> Result<(u16, u64), String> {
     // IP literals never reach the resolver: check them here, every attempt.
-    let parsed = guard::parse(url, allow_private).map_err(|e| format!("refused by the URL guard: {e}"))?;
+    let parsed = ssrf::parse(url, allow_private).map_err(|e| format!("refused by the URL guard: {e}"))?;
     let t = Utc::now().timestamp();
     let started = Instant::now();
     let request = shared
@@ -579,7 +579,7 @@ fn describe(e: &reqwest::Error, timeout: Duration) -> String {
     while let Some(s) = src {
         // The resolver refused every address of the name (DNS rebinding, or a
         // name that now points inside).
-        if let Some(g) = s.downcast_ref::<guard::GuardError>() {
+        if let Some(g) = s.downcast_ref::<ssrf::UrlRefused>() {
             return format!("refused by the URL guard: {g}");
         }
         causes.push(s.to_string());

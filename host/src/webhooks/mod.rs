@@ -2,7 +2,7 @@
 //! against SSRF, HMAC signatures, and durable at-least-once delivery from the
 //! event outbox.
 //!
-//! * [`guard`]: which URLs and addresses a webhook may target.
+//! * [`ssrf`]: which URLs and addresses a webhook may target.
 //! * [`signer`]: `whsec_…` secrets and `X-Gatehouse-Signature`.
 //! * [`store`]: [`store::WebhookStore`] (endpoints, secrets, deliveries, the
 //!   endpoints' outbox cursors) and its redb implementation.
@@ -15,8 +15,8 @@
 //! row (or, for the test route, a delivery row) and return.
 
 mod dispatcher;
-pub mod guard;
 pub mod signer;
+pub mod ssrf;
 pub mod store;
 
 use std::sync::Arc;
@@ -26,8 +26,8 @@ use arc_swap::ArcSwap;
 use crate::config::Config;
 use crate::store::Store;
 pub use dispatcher::{HEADER_DELIVERY, HEADER_EVENT, HEADER_SIGNATURE};
-use guard::{Lookup, SystemLookup};
 pub use signer::WebhookSecret;
+use ssrf::{Lookup, SystemLookup};
 use store::WebhookStore;
 
 /// The event catalog (spec 6.1): name and when it fires.

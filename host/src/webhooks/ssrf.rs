@@ -8,7 +8,7 @@
 //!   digits, `%31%32%37…`, `[::ffff:7f00:1]`) is decided on the address it
 //!   really is, and resolves host names: a name with any forbidden address is
 //!   refused.
-//! * At delivery, [`GuardedResolver`] is the HTTP client's DNS resolver: it
+//! * At delivery, [`CheckedResolver`] is the HTTP client's DNS resolver: it
 //!   drops forbidden addresses from every answer, so the connection goes to an
 //!   address that was checked at that moment (DNS rebinding cannot swap in
 //!   `127.0.0.1` after the create-time check). URLs with an IP literal never
@@ -44,7 +44,7 @@ const LOOKUP_TIMEOUT: Duration = Duration::from_secs(3);
 
 /// Why a URL or an address was refused. The texts are shown to the admin.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum GuardError {
+pub enum UrlRefused {
     #[error("not a valid URL: {0}")]
     Invalid(String),
     #[error("only http and https URLs are accepted")]
@@ -156,37 +156,37 @@ pub struct ParsedUrl {
     pub target: Target,
 }
 
-fn refuse(host: &str, reason: &str) -> GuardError {
-    GuardError::Forbidden { host: host.to_owned(), reason: reason.to_owned() }
+fn refuse(host: &str, reason: &str) -> UrlRefused {
+    UrlRefused::Forbidden { host: host.to_owned(), reason: reason.to_owned() }
 }
 
 /// Syntax, scheme, user info and (for IP literals and `localhost` names) the
 /// address. Does no I/O.
-pub fn parse(raw: &str, allow_private: bool) -> Result<ParsedUrl, GuardError> {
+pub fn parse(raw: &str, allow_private: bool) -> Result<ParsedUrl, UrlRefused> {
     if raw.len() > MAX_URL_LEN {
-        return Err(GuardError::Invalid(format!("longer than {MAX_URL_LEN} characters")));
+        return Err(UrlRefused::Invalid(format!("longer than {MAX_URL_LEN} characters")));
     }
-    let url = Url::parse(raw.trim()).map_err(|e| GuardError::Invalid(e.to_string()))?;
+    let url = Url::parse(raw.trim()).map_err(|e| UrlRefused::Invalid(e.to_string()))?;
     // Normalising percent-encodes, so the stored form can outgrow the input;
     // it is what the dispatcher checks again before each attempt (found by
     // the `webhook_url` fuzz target).
     if url.as_str().len() > MAX_URL_LEN {
-        return Err(GuardError::Invalid(format!("longer than {MAX_URL_LEN} characters once normalised")));
+        return Err(UrlRefused::Invalid(format!("longer than {MAX_URL_LEN} characters once normalised")));
     }
     if !matches!(url.scheme(), "http" | "https") {
-        return Err(GuardError::Scheme);
+        return Err(UrlRefused::Scheme);
     }
     if !url.username().is_empty() || url.password().is_some() {
-        return Err(GuardError::Userinfo);
+        return Err(UrlRefused::Userinfo);
     }
-    let host = url.host_str().ok_or_else(|| GuardError::Invalid("the URL has no host".into()))?;
+    let host = url.host_str().ok_or_else(|| UrlRefused::Invalid("the URL has no host".into()))?;
     let bare = host.trim_start_matches('[').trim_end_matches(']');
     let target = match bare.parse::<IpAddr>() {
         Ok(ip) => Target::Ip(ip),
         Err(_) => {
             let name = host.trim_end_matches('.');
             if name.is_empty() {
-                return Err(GuardError::Invalid("the URL has no host".into()));
+                return Err(UrlRefused::Invalid("the URL has no host".into()));
             }
             // The WHATWG parser turns numeric hosts into addresses; this only
             // matters if a spelling ever slips through as a name.
@@ -234,13 +234,13 @@ impl Lookup for SystemLookup {
 /// The create/update check: [`parse`], then (unless private targets are
 /// allowed) resolve a host name and refuse it if it has no address or any
 /// forbidden one. Returns the normalised URL to store.
-pub async fn check(raw: &str, allow_private: bool, lookup: &dyn Lookup) -> Result<Url, GuardError> {
+pub async fn check(raw: &str, allow_private: bool, lookup: &dyn Lookup) -> Result<Url, UrlRefused> {
     let parsed = parse(raw, allow_private)?;
     if allow_private {
         return Ok(parsed.url);
     }
     if let Target::Name(name) = &parsed.target {
-        let unresolvable = |detail: String| GuardError::Unresolvable { host: name.clone(), detail };
+        let unresolvable = |detail: String| UrlRefused::Unresolvable { host: name.clone(), detail };
         let addrs = tokio::time::timeout(LOOKUP_TIMEOUT, lookup.lookup(name.clone()))
             .await
             .map_err(|_| unresolvable("the DNS lookup timed out".into()))?
@@ -260,19 +260,19 @@ pub async fn check(raw: &str, allow_private: bool, lookup: &dyn Lookup) -> Resul
 /// The delivery client's DNS resolver: resolves with `lookup` and keeps only
 /// allowed addresses, so the socket connects to an address checked now.
 #[derive(Clone)]
-pub struct GuardedResolver {
+pub struct CheckedResolver {
     lookup: Arc<dyn Lookup>,
     allow_private: Arc<dyn Fn() -> bool + Send + Sync>,
 }
 
-impl GuardedResolver {
+impl CheckedResolver {
     /// `allow_private` is asked on every lookup, so a config reload applies at once.
     pub fn new(lookup: Arc<dyn Lookup>, allow_private: Arc<dyn Fn() -> bool + Send + Sync>) -> Self {
-        GuardedResolver { lookup, allow_private }
+        CheckedResolver { lookup, allow_private }
     }
 
     /// The checked addresses of `host` (port 0: the client fills in the URL's).
-    pub async fn resolve_checked(&self, host: &str) -> Result<Vec<SocketAddr>, GuardError> {
+    pub async fn resolve_checked(&self, host: &str) -> Result<Vec<SocketAddr>, UrlRefused> {
         let allow = (self.allow_private)();
         if !allow && is_local_name(host) {
             return Err(refuse(host, "a name of this machine"));
@@ -281,7 +281,7 @@ impl GuardedResolver {
             .lookup
             .lookup(host.to_owned())
             .await
-            .map_err(|e| GuardError::Unresolvable { host: host.to_owned(), detail: e.to_string() })?;
+            .map_err(|e| UrlRefused::Unresolvable { host: host.to_owned(), detail: e.to_string() })?;
         let mut refused = None;
         let kept: Vec<SocketAddr> = addrs
             .into_iter()
@@ -296,13 +296,13 @@ impl GuardedResolver {
             .collect();
         match (kept.is_empty(), refused) {
             (true, Some((ip, reason))) => Err(refuse(host, &format!("a name resolving to {ip}, {reason}"))),
-            (true, None) => Err(GuardError::Unresolvable { host: host.to_owned(), detail: "no addresses".into() }),
+            (true, None) => Err(UrlRefused::Unresolvable { host: host.to_owned(), detail: "no addresses".into() }),
             (false, _) => Ok(kept),
         }
     }
 }
 
-impl Resolve for GuardedResolver {
+impl Resolve for CheckedResolver {
     fn resolve(&self, name: Name) -> Resolving {
         let this = self.clone();
         let host = name.as_str().to_owned();
@@ -435,7 +435,7 @@ mod tests {
             // Refused for what it targets, not because the parser gave up
             // (the parser is the HTTP client's: what it cannot parse, it cannot send).
             let garbage = matches!(*raw, "" | "not a url" | "http://" | "http://[::1/");
-            assert_eq!(matches!(r, Err(GuardError::Invalid(_))), garbage, "{raw:?}: {r:?}");
+            assert_eq!(matches!(r, Err(UrlRefused::Invalid(_))), garbage, "{raw:?}: {r:?}");
         }
     }
 
@@ -462,7 +462,7 @@ mod tests {
         // now, rather than stored and refused before every delivery.
         let raw = format!("https://example.com/{}", "\u{e9}".repeat(990));
         assert!(raw.len() <= MAX_URL_LEN);
-        assert!(matches!(parse(&raw, false), Err(GuardError::Invalid(m)) if m.contains("normalised")));
+        assert!(matches!(parse(&raw, false), Err(UrlRefused::Invalid(m)) if m.contains("normalised")));
         let ok = format!("https://example.com/{}", "a".repeat(1990));
         assert!(parse(&ok, false).is_ok());
     }
@@ -473,8 +473,8 @@ mod tests {
         for raw in ["http://127.0.0.1:9/", "http://localhost/", "http://[::1]/", "http://10.1.2.3/"] {
             assert!(check(raw, true, &dns).await.is_ok(), "{raw}");
         }
-        assert_eq!(check("ftp://127.0.0.1/", true, &dns).await, Err(GuardError::Scheme));
-        assert_eq!(check("http://a@127.0.0.1/", true, &dns).await, Err(GuardError::Userinfo));
+        assert_eq!(check("ftp://127.0.0.1/", true, &dns).await, Err(UrlRefused::Scheme));
+        assert_eq!(check("http://a@127.0.0.1/", true, &dns).await, Err(UrlRefused::Userinfo));
     }
 
     #[test]
@@ -573,8 +573,8 @@ mod tests {
         }
     }
 
-    fn resolver(allow: bool, table: Table) -> GuardedResolver {
-        GuardedResolver::new(Arc::new(table), Arc::new(move || allow))
+    fn resolver(allow: bool, table: Table) -> CheckedResolver {
+        CheckedResolver::new(Arc::new(table), Arc::new(move || allow))
     }
 
     #[tokio::test]
@@ -583,7 +583,7 @@ mod tests {
         // endpoint was created; at delivery it answers 127.0.0.1.
         let r = resolver(false, Table(HashMap::from([("rebind.example", vec![ip("127.0.0.1")])])));
         let err = r.resolve_checked("rebind.example").await.expect_err("refused");
-        assert!(matches!(err, GuardError::Forbidden { .. }), "{err}");
+        assert!(matches!(err, UrlRefused::Forbidden { .. }), "{err}");
         // Mixed answers: only the checked public address is handed to the socket.
         let r = resolver(false, dns());
         let kept = r.resolve_checked("mixed.example").await.expect("public part");
@@ -626,7 +626,7 @@ mod tests {
         let mut e: Option<&dyn std::error::Error> = Some(&err);
         while let Some(x) = e {
             chain.push_str(&x.to_string());
-            guarded |= matches!(x.downcast_ref::<GuardError>(), Some(GuardError::Forbidden { .. }));
+            guarded |= matches!(x.downcast_ref::<UrlRefused>(), Some(UrlRefused::Forbidden { .. }));
             e = x.source();
         }
         assert!(chain.contains("127.0.0.1"), "{chain}");
