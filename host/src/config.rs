@@ -1,7 +1,7 @@
 //! One config file (TOML) with environment overrides, parsed once at start-up
 //! into typed structs. Layers: built-in defaults, then the file, then
 //! `GATEHOUSE_*` variables (`GATEHOUSE_LIMITS__CHAT__PER_MINUTE=600` sets
-//! `limits.chat.per_minute`), then `WEBHOOKS_ALLOW_PRIVATE` (the spec's name).
+//! `limits.chat.per_minute`), then `WEBHOOKS_ALLOW_PRIVATE` (the contract's name).
 //! Secrets are never in the file: a provider names the environment variable
 //! or the file that holds its key.
 
@@ -180,7 +180,7 @@ pub struct RateLimits {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct LimitsConfig {
-    /// Chat routes (spec section 8 defaults), per key.
+    /// Chat routes, per key.
     pub chat: RateLimits,
     /// `/audit-logs` and `/groups`, per key.
     pub admin_read: RateLimits,
@@ -362,7 +362,7 @@ impl Default for PoliciesConfig {
 pub struct WebhooksConfig {
     /// Allow private, loopback and link-local targets (`WEBHOOKS_ALLOW_PRIVATE=true`).
     pub allow_private: bool,
-    /// Delay before each attempt, in seconds (spec: 0, 10, 60).
+    /// Delay before each attempt, in seconds (default: 0, 10, 60).
     pub retry_delays_secs: Vec<u64>,
     /// Timeout of one attempt.
     pub timeout_ms: u64,

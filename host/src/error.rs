@@ -1,4 +1,4 @@
-//! The two error formats of the spec (section 7), built in one place.
+//! The error formats (docs/api.md#errors), built in one place.
 //!
 //! * [`ChatError`]: the flat format of the chat routes,
 //!   `{success: false, error, message, request_id}`.
@@ -17,8 +17,8 @@ use utoipa::ToSchema;
 use crate::request_id;
 use crate::store::StoreError;
 
-/// The short `error` texts of the flat format. The first seven are the spec's
-/// (section 7.1), verbatim; the rest are ours and stable.
+/// The short `error` texts of the flat format. The first seven are the
+/// contract's originals, verbatim; the rest are ours; all are stable.
 pub mod text {
     pub const INVALID_API_KEY: &str = "Invalid API key";
     pub const ALL_MODELS_FAILED: &str = "All model attempts failed";
@@ -122,7 +122,7 @@ impl IntoResponse for ChatError {
     }
 }
 
-/// Codes of the nested format. The first three are the spec's (section 7.2).
+/// Codes of the nested format. The first three are the contract's originals.
 pub mod code {
     pub const UNAUTHORIZED: &str = "UNAUTHORIZED";
     pub const INSUFFICIENT_PERMISSIONS: &str = "INSUFFICIENT_PERMISSIONS";
@@ -197,7 +197,7 @@ impl From<StoreError> for AdminError {
     }
 }
 
-/// The nested error body (spec 7.2), as sent by [`AdminError`].
+/// The nested error body, as sent by [`AdminError`].
 #[derive(Debug, Serialize, ToSchema)]
 pub struct NestedError {
     /// Always `false`.
@@ -218,12 +218,12 @@ pub struct NestedErrorDetail {
     pub retry_after: Option<u64>,
 }
 
-/// The flat error body of `POST /chat/completions` (spec 7.1), as sent by [`ChatError`].
+/// The flat error body of `POST /chat/completions`, as sent by [`ChatError`].
 #[derive(Debug, Serialize, ToSchema)]
 pub struct FlatError {
     /// Always `false`.
     pub success: bool,
-    /// A short stable text (README "Errors"), e.g. `Invalid API key`, `All model attempts failed`.
+    /// A short stable text (docs/api.md#errors), e.g. `Invalid API key`, `All model attempts failed`.
     #[schema(example = "Invalid request")]
     pub error: String,
     /// What exactly was wrong and how to fix it.

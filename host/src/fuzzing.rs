@@ -26,7 +26,7 @@ const DEFAULTS: TimeoutDefaults = TimeoutDefaults { timeout_ms: 60_000, first_to
 
 /// `POST /chat/completions` and `POST /api/external/v1/chat/completions`:
 /// the raw body through both parsers. An accepted request satisfies every
-/// limit of spec 4.1 and docs/decisions/chat-requests.md; a refused one has a 4xx status.
+/// limit of docs/decisions/chat-requests.md; a refused one has a 4xx status.
 pub fn chat_request(data: &[u8]) {
     match request::parse(data, DEFAULTS) {
         Ok(p) => check_chat_params(&p),
@@ -121,7 +121,7 @@ fn decode(body: &[u8], limit: usize, cuts: &[usize]) -> Result<Vec<SseEvent>, Ss
     Ok(events)
 }
 
-/// The webhook URL guard (spec 4.5). A URL accepted without
+/// The webhook URL guard. A URL accepted without
 /// `allow_private` never points at a forbidden address, by the URL
 /// parser's own reading of the host; its stored (normalised) form passes
 /// the guard again with the same target; allowing private targets never

@@ -1,5 +1,5 @@
 //! Gatehouse: an AI inference gateway whose extension points are WebAssembly
-//! components. See `DESIGN.md` for the shape; modules follow it top-down:
+//! components. See `ARCHITECTURE.md` for the shape; modules follow it top-down:
 //! `api` calls `chat`, `auth`, `audit`; those call `plugins` and `store`.
 
 pub mod api;

@@ -5,7 +5,7 @@ use gatehouse::config::{Config, LogFormat};
 
 /// jemalloc instead of glibc's malloc: the request path allocates many small,
 /// short-lived objects across threads, where glibc spent ~14 % of the server's
-/// CPU (docs/benchmarks.md, "Allocator").
+/// CPU (docs/benchmarks.md#allocator).
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

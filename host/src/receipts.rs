@@ -14,7 +14,7 @@
 //! spaces) directly, the form receipts had before batching. Either way the
 //! receipt is signed before it is durable, so a stored receipt changed later
 //! no longer verifies. `GET /api/receipts/public-key` publishes the key; the
-//! README shows how to verify offline.
+//! verification offline is in docs/api.md#receipts.
 
 use std::path::Path;
 

@@ -1,5 +1,5 @@
-//! Every validation rule of spec 4.1 and section 8, through the real server:
-//! status, the spec's short error text, and a message that says what to fix.
+//! Every validation rule of a chat request (docs/decisions/chat-requests.md) and its limits, through the real server:
+//! status, the documented short error text, and a message that says what to fix.
 
 use gatehouse_tests::Server;
 use serde_json::{Value, json};

@@ -93,7 +93,7 @@ async fn the_document_is_valid_openapi_3_1_and_lists_exactly_the_routes() {
             }
         }
     }
-    // The routes the README and the spec name are all there (the converse,
+    // The routes the docs name are all there (the converse,
     // "no route outside the document", holds by construction: the route table
     // only registers through `routes!`, which a host unit test enforces).
     for p in [

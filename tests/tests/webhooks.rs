@@ -328,7 +328,7 @@ async fn management_routes_show_the_secret_once_and_validate_events() {
     assert_eq!(ep["failureCount"], 0);
     assert_eq!(ep["description"], "");
 
-    // The list carries the catalog (spec 6.1) and never a secret.
+    // The list carries the catalog and never a secret.
     let (st, list) = call(&s, Method::GET, "/api/admin/webhooks", None).await;
     assert_eq!(st, 200);
     let names: Vec<&str> = list["data"]["events"].as_array().expect("catalog").iter().map(|e| e["name"].as_str().expect("name")).collect();

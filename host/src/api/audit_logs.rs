@@ -132,7 +132,7 @@ pub struct AuditLogsQuery {
     search: Option<String>,
 }
 
-/// `GET /audit-logs` (spec 4.2).
+/// `GET /audit-logs`.
 #[utoipa::path(
     get, path = "/audit-logs", tag = "admin", params(AuditLogsQuery),
     responses(

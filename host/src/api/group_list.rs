@@ -39,7 +39,7 @@ pub struct GroupsQuery {
     sortOrder: Option<String>,
 }
 
-/// `{success, groups, pagination}` (spec 4.3): flat, without `data`.
+/// `{success, groups, pagination}`: flat, without `data`.
 #[derive(serde::Serialize, utoipa::ToSchema)]
 pub struct GroupList {
     pub success: bool,
@@ -47,7 +47,7 @@ pub struct GroupList {
     pub pagination: crate::api::schema::Pagination,
 }
 
-/// `GET /groups` (spec 4.3).
+/// `GET /groups`.
 #[utoipa::path(
     get, path = "/groups", tag = "admin", params(GroupsQuery),
     responses(

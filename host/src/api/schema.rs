@@ -110,7 +110,7 @@ pub enum Stop {
     Many(Vec<String>),
 }
 
-/// `POST /chat/completions` (spec 2.1): `prompt` or `messages`; `model`
+/// `POST /chat/completions`: `prompt` or `messages`; `model`
 /// (with `fallback_models`) or `models`. Unknown fields are refused.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -230,7 +230,7 @@ pub struct ChatMetadata {
     pub smltp: Option<ReceiptLink>,
 }
 
-/// The 200 answer of `POST /chat/completions` (spec 2.2).
+/// The 200 answer of `POST /chat/completions`.
 #[derive(Debug, Serialize, ToSchema)]
 pub struct ChatCompletion {
     pub success: bool,
@@ -398,14 +398,14 @@ pub struct UserRef {
     pub email: String,
 }
 
-/// One audit record (spec 4.2), hash-chained.
+/// One audit record, hash-chained.
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditLogEntry {
     pub id: String,
     /// ISO 8601.
     pub timestamp: String,
-    /// `api_key_management`, `security_event`, `rate_limit`, ... (README "Audit log").
+    /// `api_key_management`, `security_event`, `rate_limit`, ... (docs/api.md#audit-log-and-groups).
     #[serde(rename = "type")]
     pub kind: String,
     /// `info`, `warning`, `error` or `critical`.

@@ -25,7 +25,7 @@
 //!
 //! | Method and path | Body | 2xx answer (`data`) |
 //! |---|---|---|
-//! | `GET /api/admin/webhooks` | — | 200 `{endpoints: [endpoint], events: [{name, description}]}` (the catalog of spec 6.1) |
+//! | `GET /api/admin/webhooks` | — | 200 `{endpoints: [endpoint], events: [{name, description}]}` (the event catalog) |
 //! | `POST /api/admin/webhooks` | `{url, events, description?, enabled?}` | 201 `{endpoint, secret: "whsec_…", note}` — the only time the secret is shown |
 //! | `GET /api/admin/webhooks/{id}` | — | 200 endpoint |
 //! | `PUT /api/admin/webhooks/{id}` | any of `{url, events, description, enabled}` | 200 endpoint; `enabled: true` on a disabled endpoint resets `failureCount` to 0 |
@@ -74,7 +74,7 @@
 //! ```
 //!
 //! # What a receiver gets
-//! `POST <url>` with the envelope `{id, type, created, data}` (spec 6.2) and
+//! `POST <url>` with the envelope `{id, type, created, data}` and
 //! `Content-Type: application/json`, `X-Gatehouse-Event: <type>`,
 //! `X-Gatehouse-Delivery: <UUID, the same on every attempt and after a
 //! restart>`, `X-Gatehouse-Signature: t=<unix seconds>,v1=<hex>` where `<hex>`

@@ -18,7 +18,7 @@ use serde::Serialize;
 use super::breaker::{Availability, Breakers};
 use super::types::{AttemptError, ChainEntry, Trigger};
 
-/// One line of `attempts[]` (spec 2.4).
+/// One line of `attempts[]`.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct Attempt {
     pub model: String,

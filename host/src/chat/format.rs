@@ -1,7 +1,7 @@
 //! Wire formats of the two chat routes. The pipeline is the same; only the
 //! shape of bodies, frames and errors differs:
 //!
-//! * `Gatehouse` — `/chat/completions`, spec 2.2/2.3/7.1 (envelope with
+//! * `Gatehouse` — `/chat/completions` (docs/api.md#chat-completions: envelope with
 //!   `metadata`, typed SSE frames, flat errors);
 //! * `OpenAi` — `/api/external/v1/chat/completions`, OpenAI's Chat
 //!   Completions shape (`chat.completion`, `chat.completion.chunk` lines,

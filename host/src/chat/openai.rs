@@ -1,4 +1,4 @@
-//! `/api/external/v1/*`: the OpenAI-compatible variant (spec 4.1 rule 12, 9.2).
+//! `/api/external/v1/*`: the OpenAI-compatible variant.
 //!
 //! The body is OpenAI's Chat Completions request; Gatehouse's own fields
 //! (`models`, `fallback_models`, `redundancy`, `smltp_policy`,
@@ -35,7 +35,7 @@ fn content_text(i: usize, v: &Value) -> Result<String, ChatError> {
     }
 }
 
-/// Parse an OpenAI-style body into the same validated request as the spec route.
+/// Parse an OpenAI-style body into the same validated request as `POST /chat/completions`.
 pub fn parse(body: &[u8], defaults: TimeoutDefaults) -> Result<(ChatParams, Format), ChatError> {
     let value: Value = serde_json::from_slice(body).map_err(|e| ChatError::invalid_request(format!("the body is not valid JSON: {e}")))?;
     let Value::Object(mut obj) = value else {

@@ -335,7 +335,7 @@ pub fn failover_events(ctx: &AuthContext, bill_user: &str, failovers: &[Failover
         .collect()
 }
 
-/// 429 or 502 with every attempt (spec 2.4, 4.1 rule 8).
+/// 429 or 502 with every attempt.
 pub fn exhausted_error(attempts: &[chain::Attempt], all_rate_limited: bool) -> ChatError {
     let status = if all_rate_limited { StatusCode::TOO_MANY_REQUESTS } else { StatusCode::BAD_GATEWAY };
     let n = attempts.len();

@@ -1,5 +1,4 @@
-//! Parsing and validation of a chat completion request (spec 2.1, 4.1, 8;
-//! docs/decisions/chat-requests.md). Every rule answers with the spec's status and error
+//! Parsing and validation of a chat completion request. Every rule answers with its documented status and error
 //! text and a message that says how to fix the request.
 
 use std::collections::{BTreeSet, HashSet};

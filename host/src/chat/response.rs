@@ -1,4 +1,4 @@
-//! The response envelope (spec 2.2), its metadata, and the SSE frames (2.3).
+//! The response envelope, its metadata, and the SSE frames (2.3).
 
 use serde::Serialize;
 use serde_json::{Value, json};
@@ -53,7 +53,7 @@ impl Meta {
     }
 }
 
-/// `metadata` (spec 2.2) as it is serialised.
+/// `metadata` as it is serialised.
 #[derive(Serialize)]
 pub struct MetaView<'a> {
     conversation_id: &'a str,

@@ -1,4 +1,4 @@
-//! Streaming answers (spec 2.3; the README's "Streaming").
+//! Streaming answers (docs/api.md#streaming).
 //!
 //! The chain runs until one model produces its first token; until then
 //! nothing is sent, so an exhausted chain answers with the same JSON 429/502

@@ -8,8 +8,8 @@
 //! to proxies (`CONNECT` tunnels, absolute-form requests, proxy credentials).
 //! Every other destination — the usual case — goes straight through hyper's
 //! pooled client: reqwest's layers (redirect and retry policies, URL
-//! re-parsing, proxy checks) cost about 5 % of a request's CPU in the
-//! thirteenth pass's profile, for features a provider call does not use. The
+//! re-parsing, proxy checks) cost about 5 % of a request's CPU in a
+//! profile of the whole pipeline (docs/benchmarks.md#where-the-time-goes), for features a provider call does not use. The
 //! proxy decision is the one reqwest makes (hyper-util's matcher, from the
 //! same environment variables), taken once per URL.
 

@@ -55,7 +55,7 @@ const RECORD_LINGER: Duration = Duration::from_millis(20);
 /// Most outcomes (or cancellations) per commit.
 const RECORD_BATCH: usize = 256;
 
-/// Header names (DESIGN.md).
+/// Header names (docs/api.md#what-a-receiver-gets).
 pub const HEADER_EVENT: &str = "X-Gatehouse-Event";
 pub const HEADER_DELIVERY: &str = "X-Gatehouse-Delivery";
 pub const HEADER_SIGNATURE: &str = "X-Gatehouse-Signature";

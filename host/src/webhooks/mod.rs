@@ -1,4 +1,4 @@
-//! Signed webhooks (spec 2.7, 4.4–4.6, 6): endpoint management, the URL guard
+//! Signed webhooks: endpoint management, the URL guard
 //! against SSRF, HMAC signatures, and durable at-least-once delivery from the
 //! event outbox.
 //!
@@ -30,7 +30,7 @@ pub use signer::WebhookSecret;
 use ssrf::{Lookup, SystemLookup};
 use store::WebhookStore;
 
-/// The event catalog (spec 6.1): name and when it fires.
+/// The event catalog: name and when it fires.
 pub const EVENT_CATALOG: &[(&str, &str)] = &[
     ("*", "Wildcard subscription to all events below"),
     ("promptshield:attack:blocked", "Prompt Shield blocked an injection/jailbreak attempt"),

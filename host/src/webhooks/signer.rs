@@ -1,4 +1,4 @@
-//! Signing secrets and the delivery signature (spec 6.3, 6.4).
+//! Signing secrets and the delivery signature.
 //!
 //! `X-Gatehouse-Signature: t=<unix seconds>,v1=<hex>` where `<hex>` is the
 //! lowercase hex HMAC-SHA256 of the bytes `<t>.<raw body>`, keyed by the full
@@ -13,7 +13,7 @@ use subtle::ConstantTimeEq;
 
 /// Prefix of every signing secret.
 pub const SECRET_PREFIX: &str = "whsec_";
-/// Window the reference receivers accept around `t` (spec 6.4).
+/// Window the reference receivers accept around `t`.
 pub const TOLERANCE_SECS: i64 = 300;
 
 /// An endpoint's signing secret. Shown once (create, rotate); `Debug` never
@@ -66,7 +66,7 @@ impl WebhookSecret {
     }
 }
 
-/// Why a signature was refused (the reference check of spec 6.4).
+/// Why a signature was refused (the reference receivers' check).
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum VerifyError {
     #[error("malformed signature header")]

@@ -1,4 +1,4 @@
-//! The URL guard (spec 4.5): webhook targets may not reach the gateway's own
+//! The URL guard: webhook targets may not reach the gateway's own
 //! network unless the operator allows it (`WEBHOOKS_ALLOW_PRIVATE=true`).
 //!
 //! Two checks, one rule ([`forbidden`]):
