@@ -13,8 +13,8 @@
 //! no `batch`: its signature covers its canonical JSON (keys sorted, no
 //! spaces) directly, the form receipts had before batching. Either way the
 //! receipt is signed before it is durable, so a stored receipt changed later
-//! no longer verifies. `GET /api/receipts/public-key` publishes the key; the
-//! verification offline is in docs/api.md#receipts.
+//! no longer verifies. `GET /api/receipts/public-key` publishes the key, and
+//! docs/api.md#receipts shows how to verify offline.
 
 use std::path::Path;
 
