@@ -14,8 +14,10 @@ use serde_json::json;
 
 use super::admission::Slot;
 use super::chain::{self, ChainResult, Failover};
+
 use super::deps::ChatDeps;
 use super::engine;
+use super::engine::Resolved;
 use super::format::Format;
 use super::idempotency::{self, Begin, HeldClaim};
 use super::providers::{self, AdapterSet};
@@ -23,7 +25,8 @@ use super::request::{self, ChatParams, TimeoutDefaults, ZERO_KNOWLEDGE};
 use super::response::Meta;
 use super::security::Secured;
 use super::stream;
-use super::types::{ChainEntry, NormalizedRequest, Usage};
+use super::transport::Transport;
+use super::types::{AttemptError, ChainEntry, NormalizedRequest, Usage};
 use crate::auth::AuthContext;
 use crate::auth::limit_reply::{limit_reached, rate_limit_error, with_limit_headers};
 use crate::auth::limits::{BucketSet, effective};
@@ -353,77 +356,117 @@ pub fn policy_skip(secured: &Secured, entry: &ChainEntry) -> Option<&'static str
     (!allowed.iter().any(|p| p == entry.model.provider())).then_some("policy")
 }
 
-async fn complete(deps: &ChatDeps, ctx: &AuthContext, mut p: Prepared, mut secured: Secured) -> Reply {
+/// Which latency the serving attempt reports: the whole answer (JSON) or the
+/// first token (streams).
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Latency {
+    Answer,
+    FirstToken,
+}
+
+/// What a served chain hands the tail that answers.
+pub(super) struct Served<T> {
+    pub value: T,
+    /// Failover events first, then those the input checks recorded.
+    pub events: Vec<OutboxEvent>,
+    pub audit: Vec<AuditEntry>,
+}
+
+/// The model chain of a secured request, shared by the JSON and the
+/// streaming tails: entries the policy keeps the data from are skipped, each
+/// attempt is `attempt` on the resolved provider; a served chain fills the
+/// metadata (served model, failover) and records the serving latency; an
+/// exhausted one is the reply to commit (before any byte, so JSON in both).
+pub(super) async fn run_chain<T, A>(
+    deps: &ChatDeps,
+    ctx: &AuthContext,
+    p: &mut Prepared,
+    secured: &mut Secured,
+    latency: Latency,
+    attempt: A,
+) -> Result<Served<T>, Reply>
+where
+    A: AsyncFn(&Transport, &Resolved, &ChainEntry, &NormalizedRequest) -> Result<T, AttemptError>,
+{
     let result = chain::run(
         &p.params.chain,
         &p.params.on,
         &deps.breakers,
         p.counting,
-        |e| policy_skip(&secured, e),
+        |e| policy_skip(secured, e),
         |_, entry| {
             let resolved = providers::resolve(&p.targets, p.adapters.as_ref(), &entry.model);
-            let transport = deps.transport.clone();
-            let normalized = &p.normalized;
-            async move { engine::complete(&transport, &resolved?, entry, normalized).await }
+            let (transport, normalized, attempt) = (&deps.transport, &p.normalized, &attempt);
+            async move { attempt(transport, &resolved?, entry, normalized).await }
         },
     )
     .await;
-    let format = p.format;
-    let bill_user = p.bill_user.clone();
     match result {
         ChainResult::Served { value, index, attempts, failovers } => {
             let served = p.params.chain[index].model.to_string();
             if let Some(a) = attempts.last() {
-                crate::metrics::get()
-                    .upstream_latency
-                    .get_or_create(&crate::metrics::get().model_label(&served))
-                    .observe(a.latency_ms as f64 / 1000.0);
+                let m = crate::metrics::get();
+                let histogram = match latency {
+                    Latency::Answer => &m.upstream_latency,
+                    Latency::FirstToken => &m.time_to_first_token,
+                };
+                histogram.get_or_create(&m.model_label(&served)).observe(a.latency_ms as f64 / 1000.0);
             }
-            p.meta.served_model = served.clone();
+            p.meta.served_model = served;
             if p.params.multi_model() {
                 p.meta.failover = Some(attempts);
             }
-            let prompt_text: String = p.normalized.messages.iter().map(|m| m.content.as_str()).collect();
-            let usage: Usage = engine::settle_usage(value.usage, &prompt_text, &value.content);
-            let usage_delta = UsageDelta {
-                user_id: bill_user.clone(),
-                key_id: ctx.key.id.clone(),
-                prompt_tokens: usage.prompt_tokens,
-                completion_tokens: usage.completion_tokens,
-            };
-            let mut events = failover_events(ctx, &bill_user, &failovers);
+            let mut events = failover_events(ctx, &p.bill_user, &failovers);
             events.append(&mut secured.events);
-            let mut audit = std::mem::take(&mut secured.audit);
-            let (content, leaked) = secured.scan_output(&value.content);
-            if leaked {
-                let withhold = secured.decision.as_ref().is_some_and(|d| d.withhold_on_canary_leak);
-                let (ev, au) = secured.canary_leak(&super::input::subject(ctx, &p), withhold);
-                events.push(ev);
-                audit.push(au);
-                if withhold {
-                    let mut reply = Reply::error(
-                        format,
-                        ChatError::access_denied("output withheld: the answer leaked the system context (canary token)"),
-                        events,
-                    );
-                    reply.audit = audit;
-                    reply.usage = Some(usage_delta);
-                    return reply;
-                }
-            }
-            let body = format.completion_body(&p.request_id, p.created, &content, &value.finish_reason, usage, &p.meta);
-            let verdict = if leaked { "canary_leaked" } else { secured.verdict };
-            let receipt = p.receipt(deps, ctx, &served, &content, verdict);
-            Reply { status: StatusCode::OK, body, usage: Some(usage_delta), events, audit, receipt: Some(receipt), retry_after: None }
+            Ok(Served { value, events, audit: std::mem::take(&mut secured.audit) })
         }
         ChainResult::Exhausted { attempts, failovers, all_rate_limited } => {
-            let mut events = failover_events(ctx, &bill_user, &failovers);
+            let mut events = failover_events(ctx, &p.bill_user, &failovers);
             events.append(&mut secured.events);
-            let mut reply = Reply::error(format, exhausted_error(&attempts, all_rate_limited), events);
+            let mut reply = Reply::error(p.format, exhausted_error(&attempts, all_rate_limited), events);
             reply.audit = std::mem::take(&mut secured.audit);
-            reply
+            Err(reply)
         }
     }
+}
+
+async fn complete(deps: &ChatDeps, ctx: &AuthContext, mut p: Prepared, mut secured: Secured) -> Reply {
+    let Served { value, mut events, mut audit } = match run_chain(deps, ctx, &mut p, &mut secured, Latency::Answer, engine::complete).await
+    {
+        Ok(served) => served,
+        Err(reply) => return reply,
+    };
+    let format = p.format;
+    let served = p.meta.served_model.clone();
+    let prompt_text: String = p.normalized.messages.iter().map(|m| m.content.as_str()).collect();
+    let usage: Usage = engine::settle_usage(value.usage, &prompt_text, &value.content);
+    let usage_delta = UsageDelta {
+        user_id: p.bill_user.clone(),
+        key_id: ctx.key.id.clone(),
+        prompt_tokens: usage.prompt_tokens,
+        completion_tokens: usage.completion_tokens,
+    };
+    let (content, leaked) = secured.scan_output(&value.content);
+    if leaked {
+        let withhold = secured.decision.as_ref().is_some_and(|d| d.withhold_on_canary_leak);
+        let (ev, au) = secured.canary_leak(&super::input::subject(ctx, &p), withhold);
+        events.push(ev);
+        audit.push(au);
+        if withhold {
+            let mut reply = Reply::error(
+                format,
+                ChatError::access_denied("output withheld: the answer leaked the system context (canary token)"),
+                events,
+            );
+            reply.audit = audit;
+            reply.usage = Some(usage_delta);
+            return reply;
+        }
+    }
+    let body = format.completion_body(&p.request_id, p.created, &content, &value.finish_reason, usage, &p.meta);
+    let verdict = if leaked { "canary_leaked" } else { secured.verdict };
+    let receipt = p.receipt(deps, ctx, &served, &content, verdict);
+    Reply { status: StatusCode::OK, body, usage: Some(usage_delta), events, audit, receipt: Some(receipt), retry_after: None }
 }
 
 /// Commit what the request produced, then answer. The commit comes first: an

@@ -20,14 +20,12 @@ use axum::response::{IntoResponse, Response};
 use tokio::sync::{mpsc, watch};
 
 use super::admission::Slot;
-use super::chain::{self, ChainResult};
 use super::cutoff;
 use super::deps::ChatDeps;
 use super::engine::{self, OpenStream};
 use super::format::Format;
 use super::idempotency::HeldClaim;
-use super::pipeline::{Prepared, Reply, exhausted_error, failover_events, finish, policy_skip};
-use super::providers;
+use super::pipeline::{Latency, Prepared, Served, finish, run_chain};
 use super::security::{Secured, StreamScanner};
 use super::types::StreamPiece;
 use super::types::{Trigger, Usage};
@@ -45,50 +43,14 @@ pub async fn serve(
     claim: Option<HeldClaim>,
     slot: Slot,
 ) -> Response {
-    let result = chain::run(
-        &p.params.chain,
-        &p.params.on,
-        &deps.breakers,
-        p.counting,
-        |e| policy_skip(&secured, e),
-        |_, entry| {
-            let resolved = providers::resolve(&p.targets, p.adapters.as_ref(), &entry.model);
-            let transport = deps.transport.clone();
-            let normalized = &p.normalized;
-            async move { engine::open_stream(&transport, &resolved?, entry, normalized).await }
-        },
-    )
-    .await;
-    let format = p.format;
+    let Served { value: open, events, audit } =
+        match run_chain(&deps, &ctx, &mut p, &mut secured, Latency::FirstToken, engine::open_stream).await {
+            Ok(served) => served,
+            Err(reply) => return finish(&deps, reply, claim).await,
+        };
     let bill_user = p.bill_user.clone();
-    let (open, index, attempts, failovers) = match result {
-        ChainResult::Served { value, index, attempts, failovers } => (value, index, attempts, failovers),
-        ChainResult::Exhausted { attempts, failovers, all_rate_limited } => {
-            let err = exhausted_error(&attempts, all_rate_limited);
-            let mut events = failover_events(&ctx, &bill_user, &failovers);
-            events.append(&mut secured.events);
-            let audit = std::mem::take(&mut secured.audit);
-            // Before any byte was sent: JSON, like a non-streaming request.
-            let mut reply = Reply::error(format, err, events);
-            reply.audit = audit;
-            return finish(&deps, reply, claim).await;
-        }
-    };
-    p.meta.served_model = p.params.chain[index].model.to_string();
-    if let Some(a) = attempts.last() {
-        crate::metrics::get()
-            .time_to_first_token
-            .get_or_create(&crate::metrics::get().model_label(&p.meta.served_model))
-            .observe(a.latency_ms as f64 / 1000.0);
-    }
-    if p.params.multi_model() {
-        p.meta.failover = Some(attempts);
-    }
     let prompt_text: String = p.normalized.messages.iter().map(|m| m.content.as_str()).collect();
     let (tx, rx) = mpsc::channel::<Bytes>(CHANNEL_FRAMES);
-    let mut events = failover_events(&ctx, &bill_user, &failovers);
-    events.append(&mut secured.events);
-    let audit = std::mem::take(&mut secured.audit);
     let job = Pump {
         deps: deps.clone(),
         ctx: ctx.clone(),
