@@ -172,8 +172,7 @@ mod tests {
     /// document; the route tables register through `routes!` only.
     #[test]
     fn route_tables_register_only_documented_routes() {
-        for (file, source) in [("api/routes.rs", include_str!("routes.rs")), ("webhooks/routes.rs", include_str!("../webhooks/routes.rs"))]
-        {
+        for (file, source) in [("api/routes.rs", include_str!("routes.rs")), ("api/webhooks.rs", include_str!("webhooks.rs"))] {
             for call in [".route(", ".route_service(", ".nest_service(", "routing::get", "routing::post"] {
                 assert!(!source.contains(call), "{file} uses `{call}`: register routes with `routes!` so they are documented");
             }

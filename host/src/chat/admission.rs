@@ -46,6 +46,7 @@ use serde_json::json;
 use super::deps::ChatDeps;
 use super::format::Format;
 use super::pipeline::{self, Reply};
+use super::security::Trail;
 use crate::audit::{Audit, category, kind, outcome};
 use crate::auth::AuthContext;
 use crate::auth::limit_reply;
@@ -299,8 +300,7 @@ pub async fn admit(deps: &ChatDeps, path: &str, ctx: Option<&AuthContext>) -> Re
     let decision = deps.limiter.peek(BucketSet::Chat, &ctx.key.id, limits, Utc::now());
     if !decision.allowed {
         let (events, audit) = limit_reply::limit_reached(ctx, &decision);
-        let mut reply = Reply::error(format, limit_reply::rate_limit_error(&decision), events);
-        reply.audit = audit;
+        let reply = Reply::error(format, limit_reply::rate_limit_error(&decision), Trail::of(events, audit));
         return Err(limit_reply::with_limit_headers(pipeline::finish(deps, reply, None).await, &decision));
     }
     let Some(mut slot) = deps.admission.enter(max) else {
@@ -375,8 +375,7 @@ pub(super) async fn over_share(
                 .build(),
         );
     }
-    let mut reply = Reply::error(format, e, events);
-    reply.audit = reply_audit;
+    let reply = Reply::error(format, e, Trail::of(events, reply_audit));
     limit_reply::with_limit_headers(pipeline::finish(deps, reply, claim).await, decision)
 }
 

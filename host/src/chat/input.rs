@@ -16,7 +16,7 @@ use crate::auth::AuthContext;
 use crate::error::ChatError;
 
 fn refuse(error: ChatError) -> Box<Refusal> {
-    Box::new(Refusal { error, events: Vec::new(), audit: Vec::new(), verdicts: Vec::new() })
+    Box::new(Refusal::new(error))
 }
 
 pub fn subject(ctx: &AuthContext, p: &Prepared) -> Subject {
@@ -38,15 +38,15 @@ pub fn check_input(deps: &ChatDeps, ctx: &AuthContext, p: &mut Prepared) -> Resu
         Ok(()) => Ok(guarded),
         Err(mut refusal) => {
             // Verdicts so far come first; the refusing stage may have pushed its own already.
-            let mut all = std::mem::take(&mut guarded.verdicts);
-            all.append(&mut refusal.verdicts);
+            let mut all = std::mem::take(&mut guarded.trail.verdicts);
+            all.append(&mut refusal.trail.verdicts);
             // A stage that failed rather than judged (a plugin fault, a detector
             // not loaded) is still named: every refusal lists its stage.
             if all.last().is_none_or(|v| v["action"] != "block") {
                 let (stage, plugin) = (at.0, at.1.unwrap_or(p.meta.policy_used.as_str()));
                 all.push(json!({"stage": stage, "plugin": plugin, "action": "block", "score": 0.0, "reasons": [refusal.error.message]}));
             }
-            refusal.verdicts = all;
+            refusal.trail.verdicts = all;
             Err(refusal)
         }
     }
@@ -97,7 +97,7 @@ fn run(
     // What the policy constrains beyond its own allow: a refusal here is the
     // policy stage's, with its verdict and audit record like a plugin deny.
     let setting = constraints(p, &decision, &requested, &who)?;
-    guarded.verdicts.push(json!({
+    guarded.trail.verdicts.push(json!({
         "stage": "policy", "plugin": policy_name, "action": "allow", "score": 0.0, "reasons": decision.reason.iter().collect::<Vec<_>>(),
     }));
 
@@ -199,9 +199,9 @@ pub async fn dry_run(
     let params = super::request::parse_check(body, defaults).map_err(to_admin)?;
     let mut p = super::pipeline::prepare(deps, ctx, params, super::format::Format::Gatehouse, String::new()).map_err(to_admin)?;
     let (allowed, verdicts, reason) = match check_input(deps, ctx, &mut p) {
-        Ok(g) => (true, g.verdicts, None),
+        Ok(g) => (true, g.trail.verdicts, None),
         Err(r) => {
-            let mut audit = r.audit;
+            let mut audit = r.trail.audit;
             for a in &mut audit {
                 a.metadata["dryRun"] = json!(true);
                 a.metadata["route"] = json!("/api/policy/check");
@@ -212,7 +212,7 @@ pub async fn dry_run(
                     AdminError::new(axum::http::StatusCode::INTERNAL_SERVER_ERROR, code::INTERNAL_ERROR, "the check could not be recorded")
                 })?;
             }
-            (false, r.verdicts, Some(r.error.message))
+            (false, r.trail.verdicts, Some(r.error.message))
         }
     };
     Ok(json!({

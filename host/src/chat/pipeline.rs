@@ -23,7 +23,7 @@ use super::idempotency::{self, Begin, HeldClaim};
 use super::providers::{self, AdapterSet};
 use super::request::{self, ChatParams, TimeoutDefaults, ZERO_KNOWLEDGE};
 use super::response::Meta;
-use super::security::Secured;
+use super::security::{Secured, Trail};
 use super::stream;
 use super::transport::Transport;
 use super::types::{AttemptError, ChainEntry, NormalizedRequest, Usage};
@@ -33,7 +33,6 @@ use crate::auth::limits::{BucketSet, effective};
 use crate::error::{ChatError, text};
 use crate::receipts::Receipt;
 use crate::request_id;
-use crate::store::model::AuditEntry;
 use crate::store::records::{OutboxEvent, RequestOutcome, UsageDelta};
 
 /// Everything a validated request carries down the pipeline.
@@ -83,23 +82,15 @@ pub(super) struct Reply {
     /// The JSON body, serialised.
     body: String,
     usage: Option<UsageDelta>,
-    events: Vec<OutboxEvent>,
-    pub(super) audit: Vec<AuditEntry>,
+    /// The request's events and audit records, committed with the answer.
+    trail: Trail,
     receipt: Option<Receipt>,
     retry_after: Option<u64>,
 }
 
 impl Reply {
-    pub(super) fn error(format: Format, e: ChatError, events: Vec<OutboxEvent>) -> Self {
-        Reply {
-            status: e.status,
-            body: format.error_body(&e).to_string(),
-            usage: None,
-            events,
-            audit: Vec::new(),
-            receipt: None,
-            retry_after: e.retry_after,
-        }
+    pub(super) fn error(format: Format, e: ChatError, trail: Trail) -> Self {
+        Reply { status: e.status, body: format.error_body(&e).to_string(), usage: None, trail, receipt: None, retry_after: e.retry_after }
     }
 }
 
@@ -149,8 +140,7 @@ pub async fn serve(deps: ChatDeps, ctx: AuthContext, slot: Slot, headers: Header
     };
     if !decision.allowed {
         let (events, audit) = limit_reached(&ctx, &decision);
-        let mut reply = Reply::error(format, rate_limit_error(&decision), events);
-        reply.audit = audit;
+        let reply = Reply::error(format, rate_limit_error(&decision), Trail::of(events, audit));
         return with_limit_headers(finish(&deps, reply, claim).await, &decision);
     }
     let parsed = match format {
@@ -159,13 +149,9 @@ pub async fn serve(deps: ChatDeps, ctx: AuthContext, slot: Slot, headers: Header
     };
     let request_hash = crate::receipts::sha256_hex(&body);
     let resp = match parsed.and_then(|(params, format)| prepare(&deps, &ctx, params, format, request_hash)) {
-        Err(e) => finish(&deps, Reply::error(format, e, Vec::new()), claim).await,
+        Err(e) => finish(&deps, Reply::error(format, e, Trail::default()), claim).await,
         Ok(mut p) => match guard_and_retrieve(&deps, &ctx, &mut p).await {
-            Err(refusal) => {
-                let mut reply = Reply::error(format, refusal.error, refusal.events);
-                reply.audit = refusal.audit;
-                finish(&deps, reply, claim).await
-            }
+            Err(refusal) => finish(&deps, Reply::error(format, refusal.error, refusal.trail), claim).await,
             Ok(secured) if p.params.stream => stream::serve(deps.clone(), ctx.clone(), p, secured, claim, slot).await,
             Ok(secured) => {
                 let reply = complete(&deps, &ctx, p, secured).await;
@@ -184,10 +170,8 @@ async fn guard_and_retrieve(deps: &ChatDeps, ctx: &AuthContext, p: &mut Prepared
         Ok(()) => Ok(secured),
         Err(mut refusal) => {
             // What the input checks recorded is kept with the refusal.
-            secured.events.append(&mut refusal.events);
-            secured.audit.append(&mut refusal.audit);
-            refusal.events = secured.events;
-            refusal.audit = secured.audit;
+            secured.trail.append(std::mem::take(&mut refusal.trail));
+            refusal.trail = secured.trail;
             Err(refusal)
         }
     }
@@ -367,9 +351,8 @@ pub(super) enum Latency {
 /// What a served chain hands the tail that answers.
 pub(super) struct Served<T> {
     pub value: T,
-    /// Failover events first, then those the input checks recorded.
-    pub events: Vec<OutboxEvent>,
-    pub audit: Vec<AuditEntry>,
+    /// Failover events first, then what the input checks recorded.
+    pub trail: Trail,
 }
 
 /// The model chain of a secured request, shared by the JSON and the
@@ -416,23 +399,20 @@ where
             if p.params.multi_model() {
                 p.meta.failover = Some(attempts);
             }
-            let mut events = failover_events(ctx, &p.bill_user, &failovers);
-            events.append(&mut secured.events);
-            Ok(Served { value, events, audit: std::mem::take(&mut secured.audit) })
+            let mut trail = Trail::of(failover_events(ctx, &p.bill_user, &failovers), Vec::new());
+            trail.append(std::mem::take(&mut secured.trail));
+            Ok(Served { value, trail })
         }
         ChainResult::Exhausted { attempts, failovers, all_rate_limited } => {
-            let mut events = failover_events(ctx, &p.bill_user, &failovers);
-            events.append(&mut secured.events);
-            let mut reply = Reply::error(p.format, exhausted_error(&attempts, all_rate_limited), events);
-            reply.audit = std::mem::take(&mut secured.audit);
-            Err(reply)
+            let mut trail = Trail::of(failover_events(ctx, &p.bill_user, &failovers), Vec::new());
+            trail.append(std::mem::take(&mut secured.trail));
+            Err(Reply::error(p.format, exhausted_error(&attempts, all_rate_limited), trail))
         }
     }
 }
 
 async fn complete(deps: &ChatDeps, ctx: &AuthContext, mut p: Prepared, mut secured: Secured) -> Reply {
-    let Served { value, mut events, mut audit } = match run_chain(deps, ctx, &mut p, &mut secured, Latency::Answer, engine::complete).await
-    {
+    let Served { value, mut trail } = match run_chain(deps, ctx, &mut p, &mut secured, Latency::Answer, engine::complete).await {
         Ok(served) => served,
         Err(reply) => return reply,
     };
@@ -450,15 +430,14 @@ async fn complete(deps: &ChatDeps, ctx: &AuthContext, mut p: Prepared, mut secur
     if leaked {
         let withhold = secured.decision.as_ref().is_some_and(|d| d.withhold_on_canary_leak);
         let (ev, au) = secured.canary_leak(&super::input::subject(ctx, &p), withhold);
-        events.push(ev);
-        audit.push(au);
+        trail.events.push(ev);
+        trail.audit.push(au);
         if withhold {
             let mut reply = Reply::error(
                 format,
                 ChatError::access_denied("output withheld: the answer leaked the system context (canary token)"),
-                events,
+                trail,
             );
-            reply.audit = audit;
             reply.usage = Some(usage_delta);
             return reply;
         }
@@ -466,7 +445,7 @@ async fn complete(deps: &ChatDeps, ctx: &AuthContext, mut p: Prepared, mut secur
     let body = format.completion_body(&p.request_id, p.created, &content, &value.finish_reason, usage, &p.meta);
     let verdict = if leaked { "canary_leaked" } else { secured.verdict };
     let receipt = p.receipt(deps, ctx, &served, &content, verdict);
-    Reply { status: StatusCode::OK, body, usage: Some(usage_delta), events, audit, receipt: Some(receipt), retry_after: None }
+    Reply { status: StatusCode::OK, body, usage: Some(usage_delta), trail, receipt: Some(receipt), retry_after: None }
 }
 
 /// Commit what the request produced, then answer. The commit comes first: an
@@ -474,9 +453,9 @@ async fn complete(deps: &ChatDeps, ctx: &AuthContext, mut p: Prepared, mut secur
 pub(super) async fn finish(deps: &ChatDeps, reply: Reply, claim: Option<HeldClaim>) -> Response {
     let body_text = reply.body;
     let idem = claim.as_ref().map(|g| g.outcome(reply.status, "application/json", body_text.clone()));
-    if reply.usage.is_some() || !reply.events.is_empty() || !reply.audit.is_empty() || idem.is_some() || reply.receipt.is_some() {
-        let outcome =
-            RequestOutcome { usage: reply.usage, events: reply.events, audit: reply.audit, receipt: reply.receipt, idempotency: idem };
+    let Trail { events, audit, .. } = reply.trail;
+    if reply.usage.is_some() || !events.is_empty() || !audit.is_empty() || idem.is_some() || reply.receipt.is_some() {
+        let outcome = RequestOutcome { usage: reply.usage, events, audit, receipt: reply.receipt, idempotency: idem };
         if let Err(e) = deps.store.finish_request(outcome).await {
             tracing::error!(error = %e, "recording a chat request failed");
             return ChatError::internal().into_response();

@@ -81,12 +81,7 @@ pub async fn augment(deps: &ChatDeps, ctx: &AuthContext, p: &mut Prepared, guard
     let passages = found.map_err(|e| {
         tracing::warn!(index = %p.params.index, error = %e, "retrieval failed");
         let status = if matches!(e, RetrievalError::Unknown(_)) { StatusCode::BAD_REQUEST } else { StatusCode::BAD_GATEWAY };
-        Refusal {
-            error: ChatError::new(status, text::RETRIEVAL_FAILED, format!("knowledge base `{}`: {e}", p.params.index)),
-            events: Vec::new(),
-            audit: Vec::new(),
-            verdicts: Vec::new(),
-        }
+        Refusal::new(ChatError::new(status, text::RETRIEVAL_FAILED, format!("knowledge base `{}`: {e}", p.params.index)))
     })?;
     let mut removed = Vec::new();
     let passages = shield_passages(deps, ctx, p, guarded, passages, &mut removed)?;
@@ -119,12 +114,7 @@ fn shield_passages(
         return Ok(passages);
     }
     let Some(detector) = p.adapters.detector(PROMPT_SHIELD) else {
-        return Err(Box::new(Refusal {
-            error: ChatError::access_denied("Prompt Shield is not loaded; the request was refused"),
-            events: Vec::new(),
-            audit: Vec::new(),
-            verdicts: Vec::new(),
-        }));
+        return Err(Box::new(Refusal::new(ChatError::access_denied("Prompt Shield is not loaded; the request was refused"))));
     };
     let mode =
         p.meta.prompt_shield_policy.as_ref().and_then(|m| m["mode"].as_str()).and_then(Strictness::parse).unwrap_or(Strictness::Balanced);
@@ -134,11 +124,11 @@ fn shield_passages(
     // costs one plugin call. Only when something is blocked are the passages
     // inspected one by one, to find which to leave out.
     let texts: Vec<String> = passages.iter().map(|x| x.text.clone()).collect();
-    let recorded = guarded.verdicts.len();
+    let recorded = guarded.trail.verdicts.len();
     match security::shield(detector.as_ref(), Stage::Retrieved, mode, &config, &texts, &who, guarded) {
         Ok(_) => return Ok(passages),
-        Err(refusal) if refusal.error.status == StatusCode::FORBIDDEN && !refusal.events.is_empty() => {
-            guarded.verdicts.truncate(recorded);
+        Err(refusal) if refusal.error.status == StatusCode::FORBIDDEN && !refusal.trail.events.is_empty() => {
+            guarded.trail.verdicts.truncate(recorded);
         }
         Err(refusal) => return Err(refusal),
     }
@@ -147,12 +137,11 @@ fn shield_passages(
         let texts = [passage.text.clone()];
         match security::shield(detector.as_ref(), Stage::Retrieved, mode, &config, &texts, &who, guarded) {
             Ok(_) => kept.push(passage),
-            Err(refusal) if refusal.error.status == StatusCode::FORBIDDEN && !refusal.events.is_empty() => {
+            Err(refusal) if refusal.error.status == StatusCode::FORBIDDEN && !refusal.trail.events.is_empty() => {
                 // Blocked: record it like any block, drop the passage, go on.
                 tracing::warn!(index = %p.params.index, source = %passage.source, "Prompt Shield left a retrieved passage out");
                 removed.push(json!({"source": passage.source, "reason": "prompt_shield"}));
-                guarded.events.extend(refusal.events);
-                guarded.audit.extend(refusal.audit);
+                guarded.trail.append(refusal.trail);
                 guarded.verdict = "flag";
             }
             Err(refusal) => return Err(refusal),
@@ -181,12 +170,7 @@ fn protect_passages(
         return Ok(passages);
     }
     let Some(detector) = p.adapters.detector(PII_DLP) else {
-        return Err(Box::new(Refusal {
-            error: ChatError::access_denied("the PII/DLP detector is not loaded; the request was refused"),
-            events: Vec::new(),
-            audit: Vec::new(),
-            verdicts: Vec::new(),
-        }));
+        return Err(Box::new(Refusal::new(ChatError::access_denied("the PII/DLP detector is not loaded; the request was refused"))));
     };
     let config = deps.config();
     let cfg = deps.config_texts.pii_dlp(&config, decision.pii_action, decision.dlp_action);

@@ -180,10 +180,34 @@ pub struct Secured {
     pub shield_meta: Option<Value>,
     /// `allow`, `flag` or `redact` — for the receipt.
     pub verdict: &'static str,
+    /// What the checks so far leave to record.
+    pub trail: Trail,
+}
+
+/// What one request leaves behind besides its answer, gathered along the
+/// pipeline and committed with it: webhook events, audit records, and the
+/// verdict of every check (`{stage, plugin, action, score, reasons}`, listed by
+/// the policy-check route). Each stage appends to the request's one trail; a
+/// refusal carries the trail up to and including the refusing check.
+#[derive(Debug, Clone, Default)]
+pub struct Trail {
     pub events: Vec<OutboxEvent>,
     pub audit: Vec<AuditEntry>,
-    /// Every verdict, for the policy-check route: `{stage, plugin, action, score, reasons}`.
     pub verdicts: Vec<Value>,
+}
+
+impl Trail {
+    /// A trail of events and audit records (no verdicts).
+    pub fn of(events: Vec<OutboxEvent>, audit: Vec<AuditEntry>) -> Self {
+        Trail { events, audit, verdicts: Vec::new() }
+    }
+
+    /// Append what a later stage recorded.
+    pub fn append(&mut self, mut later: Trail) {
+        self.events.append(&mut later.events);
+        self.audit.append(&mut later.audit);
+        self.verdicts.append(&mut later.verdicts);
+    }
 }
 
 impl Secured {
@@ -223,10 +247,14 @@ impl Secured {
 /// A refusal with what it leaves to record.
 pub struct Refusal {
     pub error: ChatError,
-    pub events: Vec<OutboxEvent>,
-    pub audit: Vec<AuditEntry>,
-    /// Verdicts up to and including the refusing one (for the policy-check route).
-    pub verdicts: Vec<Value>,
+    pub trail: Trail,
+}
+
+impl Refusal {
+    /// A refusal that records nothing (yet).
+    pub fn new(error: ChatError) -> Self {
+        Refusal { error, trail: Trail::default() }
+    }
 }
 
 fn denied(message: String) -> ChatError {
@@ -239,14 +267,16 @@ fn denied(message: String) -> ChatError {
 pub(super) fn policy_refusal(who: &Subject, reason: String) -> Box<Refusal> {
     Box::new(Refusal {
         error: denied(reason.clone()),
-        events: Vec::new(),
-        verdicts: vec![json!({"stage": "policy", "plugin": who.policy, "action": "block", "score": 1.0, "reasons": [reason]})],
-        audit: vec![who.audit(
-            format!("Request denied by policy {}: {reason}", who.policy),
-            outcome::BLOCKED,
-            Severity::Warning,
-            json!({"operation": "policy_deny"}),
-        )],
+        trail: Trail {
+            audit: vec![who.audit(
+                format!("Request denied by policy {}: {reason}", who.policy),
+                outcome::BLOCKED,
+                Severity::Warning,
+                json!({"operation": "policy_deny"}),
+            )],
+            verdicts: vec![json!({"stage": "policy", "plugin": who.policy, "action": "block", "score": 1.0, "reasons": [reason]})],
+            ..Default::default()
+        },
     })
 }
 
@@ -290,14 +320,15 @@ pub fn apply_policy(engine: &dyn PolicyEngine, input: &PolicyInput<'_>, who: &Su
         tracing::error!(policy = %input.policy_name, error = %e, "policy plugin failed");
         Refusal {
             error: denied(format!("policy {} could not be evaluated; the request was refused", input.policy_name)),
-            events: Vec::new(),
-            verdicts: Vec::new(),
-            audit: vec![who.audit(
-                format!("Policy {} failed; request refused", input.policy_name),
-                outcome::FAILURE,
-                Severity::Error,
-                json!({"operation": "policy_error"}),
-            )],
+            trail: Trail {
+                audit: vec![who.audit(
+                    format!("Policy {} failed; request refused", input.policy_name),
+                    outcome::FAILURE,
+                    Severity::Error,
+                    json!({"operation": "policy_error"}),
+                )],
+                ..Default::default()
+            },
         }
     })?;
     if !decision.allow {
@@ -362,14 +393,15 @@ fn shield_failed(e: &str, who: &Subject) -> Refusal {
     tracing::error!(error = %e, "Prompt Shield failed");
     Refusal {
         error: denied("Prompt Shield could not inspect the request; it was refused".into()),
-        events: Vec::new(),
-        verdicts: Vec::new(),
-        audit: vec![who.audit(
-            "Prompt Shield failed; request refused".into(),
-            outcome::FAILURE,
-            Severity::Error,
-            json!({"operation": "shield_error"}),
-        )],
+        trail: Trail {
+            audit: vec![who.audit(
+                "Prompt Shield failed; request refused".into(),
+                outcome::FAILURE,
+                Severity::Error,
+                json!({"operation": "shield_error"}),
+            )],
+            ..Default::default()
+        },
     }
 }
 
@@ -386,7 +418,7 @@ fn judge(
     let mut reasons: Vec<String> = verdicts.iter().flat_map(|v| v.reasons.iter().cloned()).collect();
     reasons.sort();
     reasons.dedup();
-    guarded.verdicts.push(json!({
+    guarded.trail.verdicts.push(json!({
         "stage": stage.as_str(), "plugin": PROMPT_SHIELD, "action": worst.as_str(), "score": score, "reasons": reasons,
     }));
     let data = json!({"stage": stage.as_str(), "mode": strictness.as_str(), "score": score, "reasons": reasons});
@@ -395,19 +427,21 @@ fn judge(
             let reason = reasons.first().cloned().unwrap_or_else(|| "prompt injection detected".into());
             Err(Box::new(Refusal {
                 error: denied(if stage == Stage::Retrieved { format!("{reason} in retrieved documents") } else { reason.clone() }),
-                events: vec![who.event("promptshield:attack:blocked", data.clone())],
-                verdicts: Vec::new(),
-                audit: vec![who.audit(
-                    format!("Prompt Shield blocked a request ({} stage): {reason}", stage.as_str()),
-                    outcome::BLOCKED,
-                    Severity::Warning,
-                    json!({"operation": "prompt_shield_block", "stage": stage.as_str(), "score": score}),
-                )],
+                trail: Trail {
+                    events: vec![who.event("promptshield:attack:blocked", data.clone())],
+                    audit: vec![who.audit(
+                        format!("Prompt Shield blocked a request ({} stage): {reason}", stage.as_str()),
+                        outcome::BLOCKED,
+                        Severity::Warning,
+                        json!({"operation": "prompt_shield_block", "stage": stage.as_str(), "score": score}),
+                    )],
+                    ..Default::default()
+                },
             }))
         }
         Action::Flag | Action::Redact => {
-            guarded.events.push(who.event("promptshield:attack:detected", data));
-            guarded.audit.push(who.audit(
+            guarded.trail.events.push(who.event("promptshield:attack:detected", data));
+            guarded.trail.audit.push(who.audit(
                 format!("Prompt Shield flagged a request ({} stage)", stage.as_str()),
                 outcome::DETECTED,
                 Severity::Info,
@@ -452,18 +486,13 @@ pub fn pii_dlp(
     texts.extend(hidden.iter().map(|h| h.text.clone()));
     let verdicts = detector.inspect(Stage::Input, Strictness::Balanced, config_json, &texts).map_err(|e| {
         tracing::error!(error = %e, "PII/DLP detector failed");
-        Refusal {
-            error: denied("the data-protection check failed; the request was refused".into()),
-            events: Vec::new(),
-            verdicts: Vec::new(),
-            audit: Vec::new(),
-        }
+        Refusal::new(denied("the data-protection check failed; the request was refused".into()))
     })?;
     let (pii_kinds, dlp_kinds) = kinds(&verdicts);
     let worst = verdicts.iter().map(|v| v.action).max().unwrap_or(Action::Allow);
     let mut all_kinds: Vec<String> = pii_kinds.iter().chain(&dlp_kinds).map(|k| k.to_string()).collect();
     all_kinds.sort();
-    guarded.verdicts.push(json!({
+    guarded.trail.verdicts.push(json!({
         "stage": "input",
         "plugin": PII_DLP,
         "action": worst.as_str(),
@@ -482,9 +511,7 @@ pub fn pii_dlp(
         let what = if !dlp_kinds.is_empty() && dlp_action == Action::Block { "secrets" } else { "personal data" };
         return Err(Box::new(Refusal {
             error: denied(format!("the request contains {what} that policy {} does not let leave", who.policy)),
-            events: g.events,
-            audit: g.audit,
-            verdicts: Vec::new(),
+            trail: Trail { events: g.trail.events, audit: g.trail.audit, ..Default::default() },
         }));
     }
     record("pii:incident", &pii_kinds, decision.pii_action, guarded);
@@ -498,9 +525,7 @@ pub fn pii_dlp(
                  that policy {} redacts; rename the field or change the stop sequence",
                 who.policy
             )),
-            events: std::mem::take(&mut guarded.events),
-            audit: std::mem::take(&mut guarded.audit),
-            verdicts: Vec::new(),
+            trail: std::mem::take(&mut guarded.trail),
         }));
     }
     // Apply redactions to what is forwarded (messages, then field values);
@@ -546,8 +571,8 @@ fn record_incident(who: &Subject, stage: Stage, event: &str, kinds: &[String], a
     if kinds.is_empty() {
         return;
     }
-    guarded.events.push(who.event(event, json!({"kinds": kinds, "action": action.as_str(), "stage": stage.as_str()})));
-    guarded.audit.push(who.audit(
+    guarded.trail.events.push(who.event(event, json!({"kinds": kinds, "action": action.as_str(), "stage": stage.as_str()})));
+    guarded.trail.audit.push(who.audit(
         format!("{event} ({}): {}", action.as_str(), kinds.join(", ")),
         if action == Action::Block { outcome::BLOCKED } else { outcome::DETECTED },
         if action == Action::Block { Severity::Warning } else { Severity::Info },
@@ -574,18 +599,13 @@ pub fn pii_dlp_passages(
     }
     let verdicts = detector.inspect(Stage::Retrieved, Strictness::Balanced, config_json, texts).map_err(|e| {
         tracing::error!(error = %e, "PII/DLP detector failed on retrieved passages");
-        Box::new(Refusal {
-            error: denied("the data-protection check of the retrieved documents failed; the request was refused".into()),
-            events: Vec::new(),
-            verdicts: Vec::new(),
-            audit: Vec::new(),
-        })
+        Box::new(Refusal::new(denied("the data-protection check of the retrieved documents failed; the request was refused".into())))
     })?;
     let (pii_kinds, dlp_kinds) = kinds(&verdicts);
     let worst = verdicts.iter().map(|v| v.action).max().unwrap_or(Action::Allow);
     let mut all_kinds: Vec<String> = pii_kinds.iter().chain(&dlp_kinds).cloned().collect();
     all_kinds.sort();
-    guarded.verdicts.push(json!({
+    guarded.trail.verdicts.push(json!({
         "stage": Stage::Retrieved.as_str(),
         "plugin": PII_DLP,
         "action": worst.as_str(),
@@ -777,7 +797,7 @@ mod tests {
         assert_eq!((action, score), (Action::Flag, 0.5));
         assert_eq!(canary, Some(("tok".into(), "keep tok secret".into())));
         assert_eq!(*d.calls.lock().expect("lock"), ["inspect", "canary"]);
-        assert_eq!(g.events.len(), 1, "a flag is an event");
+        assert_eq!(g.trail.events.len(), 1, "a flag is an event");
 
         // No user text: no inspection, still a canary.
         let d = fixed(Action::Block, false, Ok(Some(("tok".into(), "i".into()))));
@@ -799,12 +819,12 @@ mod tests {
         let refusal = shield_input_and_canary(&d, Strictness::Balanced, "{}", &["hi".into()], "s", &who(), &mut Secured::default())
             .expect_err("refused");
         assert_eq!(refusal.error.status, axum::http::StatusCode::FORBIDDEN);
-        assert_eq!(refusal.audit.len(), 1);
+        assert_eq!(refusal.trail.audit.len(), 1);
 
         let d = fixed(Action::Block, false, Ok(Some(("t".into(), "i".into()))));
         let refusal = shield_input_and_canary(&d, Strictness::Strict, "{}", &["hi".into()], "s", &who(), &mut Secured::default())
             .expect_err("blocked");
-        assert_eq!(refusal.events.len(), 1, "promptshield:attack:blocked");
+        assert_eq!(refusal.trail.events.len(), 1, "promptshield:attack:blocked");
     }
 
     #[test]

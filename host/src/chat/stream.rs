@@ -26,11 +26,11 @@ use super::engine::{self, OpenStream};
 use super::format::Format;
 use super::idempotency::HeldClaim;
 use super::pipeline::{Latency, Prepared, Served, finish, run_chain};
-use super::security::{Secured, StreamScanner};
+use super::security::{Secured, StreamScanner, Trail};
 use super::types::StreamPiece;
 use super::types::{Trigger, Usage};
 use crate::auth::AuthContext;
-use crate::store::records::{OutboxEvent, RequestOutcome, UsageDelta};
+use crate::store::records::{RequestOutcome, UsageDelta};
 
 /// Frames buffered between the upstream reader and the client.
 const CHANNEL_FRAMES: usize = 16;
@@ -43,19 +43,17 @@ pub async fn serve(
     claim: Option<HeldClaim>,
     slot: Slot,
 ) -> Response {
-    let Served { value: open, events, audit } =
-        match run_chain(&deps, &ctx, &mut p, &mut secured, Latency::FirstToken, engine::open_stream).await {
-            Ok(served) => served,
-            Err(reply) => return finish(&deps, reply, claim).await,
-        };
+    let Served { value: open, trail } = match run_chain(&deps, &ctx, &mut p, &mut secured, Latency::FirstToken, engine::open_stream).await {
+        Ok(served) => served,
+        Err(reply) => return finish(&deps, reply, claim).await,
+    };
     let bill_user = p.bill_user.clone();
     let prompt_text: String = p.normalized.messages.iter().map(|m| m.content.as_str()).collect();
     let (tx, rx) = mpsc::channel::<Bytes>(CHANNEL_FRAMES);
     let job = Pump {
         deps: deps.clone(),
         ctx: ctx.clone(),
-        events,
-        audit,
+        trail,
         usage_owner: (bill_user, ctx.key.id.clone()),
         prompt_text,
         claim,
@@ -78,8 +76,8 @@ pub async fn serve(
 struct Pump {
     deps: ChatDeps,
     ctx: AuthContext,
-    events: Vec<OutboxEvent>,
-    audit: Vec<crate::store::model::AuditEntry>,
+    /// The request's events and audit records, committed with the answer.
+    trail: Trail,
     usage_owner: (String, String),
     prompt_text: String,
     claim: Option<HeldClaim>,
@@ -242,11 +240,10 @@ impl Pump {
             em.flush(&mut sink).await;
         }
         let usage = engine::settle_usage(em.reported, &self.prompt_text, &em.generated);
-        let mut audit = std::mem::take(&mut self.audit);
         if em.leaked {
             let (ev, au) = self.secured.canary_leak(&super::input::subject(&self.ctx, &self.prepared), withhold);
-            self.events.push(ev);
-            audit.push(au);
+            self.trail.events.push(ev);
+            self.trail.audit.push(au);
         }
         if em.leaked && withhold {
             let msg = "output withheld: the answer leaked the system context (canary token)";
@@ -287,8 +284,8 @@ impl Pump {
                 prompt_tokens: usage.prompt_tokens,
                 completion_tokens: usage.completion_tokens,
             }),
-            events: self.events,
-            audit,
+            events: self.trail.events,
+            audit: self.trail.audit,
             idempotency: idem,
         };
         if let Err(e) = self.deps.store.finish_request(outcome).await {

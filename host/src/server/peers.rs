@@ -65,45 +65,8 @@ impl Drop for PeerPlace {
 mod tests {
     use super::*;
 
-    fn cidr(s: &str) -> Cidr {
-        Cidr::try_from(s.to_owned()).expect("valid")
-    }
-
     fn ip(s: &str) -> IpAddr {
         s.parse().expect("ip")
-    }
-
-    #[test]
-    fn ranges_contain_their_addresses_and_nothing_else() {
-        assert!(cidr("10.0.0.0/8").contains(ip("10.200.1.2")));
-        assert!(!cidr("10.0.0.0/8").contains(ip("11.0.0.1")));
-        assert!(cidr("127.0.0.1").contains(ip("127.0.0.1")));
-        assert!(!cidr("127.0.0.1").contains(ip("127.0.0.2")));
-        assert!(cidr("0.0.0.0/0").contains(ip("192.0.2.1")));
-        assert!(cidr("2001:db8::/32").contains(ip("2001:db8:1::5")));
-        assert!(!cidr("2001:db8::/32").contains(ip("10.0.0.1")));
-        assert!(cidr("127.0.0.0/8").contains(ip("::ffff:127.0.0.1")), "an IPv4-mapped peer is its IPv4 address");
-        for bad in ["", "10.0.0.0/33", "example.com", "10.0.0.0/x"] {
-            assert!(Cidr::try_from(bad.to_owned()).is_err(), "{bad}");
-        }
-    }
-
-    #[test]
-    fn the_forwarded_client_is_the_right_most_untrusted_address() {
-        let trusted = [cidr("10.0.0.0/8")];
-        let mut h = HeaderMap::new();
-        h.insert("x-forwarded-for", "1.2.3.4, 198.51.100.7, 10.0.0.2".parse().expect("h"));
-        assert_eq!(forwarded_client(&trusted, &h), Some(ip("198.51.100.7")), "the client wrote 1.2.3.4 itself");
-        let mut h = HeaderMap::new();
-        h.insert("forwarded", "for=192.0.2.60;proto=http, for=\"[2001:db8::1]:4711\"".parse().expect("h"));
-        assert_eq!(forwarded_client(&trusted, &h), Some(ip("2001:db8::1")));
-        let mut h = HeaderMap::new();
-        h.insert("forwarded", "for=192.0.2.60:8080".parse().expect("h"));
-        assert_eq!(forwarded_client(&trusted, &h), Some(ip("192.0.2.60")));
-        assert_eq!(forwarded_client(&trusted, &HeaderMap::new()), None, "no header: the balancer's own request");
-        let mut h = HeaderMap::new();
-        h.insert("x-forwarded-for", "10.0.0.3".parse().expect("h"));
-        assert_eq!(forwarded_client(&trusted, &h), None, "only trusted hops");
     }
 
     #[test]
