@@ -23,6 +23,18 @@ pub const DIM: usize = BUCKETS + HAND;
 /// and must not get an extreme score from one loaded word ("system").
 pub const MIN_GRAMS: usize = 64;
 
+/// Power of the n-gram count that divides the n-gram vector. 0.5 (a square
+/// root) lets a small mean evidence per n-gram grow with length, so long
+/// benign documents scored higher the longer they were (issue 31); 1.0 (a
+/// mean) is flat in length.
+pub const GRAM_POWER: f32 = 0.75;
+
+/// The factor every n-gram weight of a text (or window) of `count` n-grams is multiplied by.
+pub fn gram_scale(count: usize) -> f32 {
+    let c = count.max(MIN_GRAMS) as f32;
+    if GRAM_POWER == 1.0 { MIN_GRAMS as f32 / c } else { (MIN_GRAMS as f32 / c).powf(GRAM_POWER) }
+}
+
 /// Names of the hand features, in order (for reports and the weights file).
 pub const HAND_NAMES: [&str; HAND] =
     ["invisible", "compat", "mixed_script", "leet", "spaced", "override_phrase", "extraction_phrase", "persona_phrase", "ai_addressed"];
@@ -444,7 +456,10 @@ pub fn hand_features(norm: &Normalized) -> [f32; HAND] {
         cap(t.invisible, 3.0),
         cap(t.compat, 8.0),
         cap(t.mixed_script_words, 2.0),
-        cap(t.leet_words, 3.0),
+        // A density: version numbers, ids and section numbers that look like
+        // leetspeak occur in every long document, an obfuscated attack is
+        // short or leet throughout (at most 1 for 3 leet words in 30 words).
+        (cap(t.leet_words, 3.0) * (30.0 / word.max(1) as f32).min(1.0)).max((t.leet_words as f32 / word.max(1) as f32 * 4.0).min(1.0)),
         cap(t.spaced_runs, 1.0),
         f32::from(u8::from(override_rule)),
         f32::from(u8::from(extract_secret)),

@@ -111,6 +111,22 @@ def man_text(path):
     return re.sub(r"\n{3,}", "\n\n", t).strip()
 
 
+YOU = re.compile(r"\b(you|your|yours|yourself)\b|^(Use|Run|Set|See|Do not|Don't|Never|Always|Make sure|Note|Remember|Check|Try)\b", re.I)
+
+
+def sentences(t):
+    """Sentences (or pairs of them) of 30-300 characters that address the reader."""
+    flat = re.sub(r"\s+", " ", t)
+    sents = re.split(r"(?<=[.!?])\s+(?=[A-Z])", flat)
+    out = []
+    for k, x in enumerate(sents):
+        if YOU.search(x) and not re.search(r"[=<>{}|`*]{2}|\s{3}", x):
+            y = x if len(x) >= 80 or k + 1 >= len(sents) else f"{x} {sents[k + 1]}"
+            if 30 <= len(y) <= 300:
+                out.append(y)
+    return out
+
+
 def pick(xs, k):
     xs = list(xs)
     rng.shuffle(xs)
@@ -313,9 +329,13 @@ def authored():
 
 # ------------------------------------------------------------------ assembly
 def inject(text, attack):
+    """The attack as a paragraph of `text`, with about 200 characters of the text either side (a window, as the detector sees it)."""
     paras = paragraphs(text)
     pos = rng.randrange(len(paras) + 1)
-    return "\n\n".join(paras[:pos] + [attack] + paras[pos:])
+    before, after = "\n\n".join(paras[:pos]), "\n\n".join(paras[pos:])
+    before = before[-rng.randrange(80, 260):].split(" ", 1)[-1] if before else ""
+    after = after[: rng.randrange(80, 260)].rsplit(" ", 1)[0] if after else ""
+    return "\n\n".join(x for x in (before, attack, after) if x)
 
 
 def build(attack_sentences):
@@ -335,6 +355,10 @@ def build(attack_sentences):
             benign.append(item(cap(t), 0, s, group))
             longs.append((s, group, cap(t)))
             for k, c in enumerate(pick(chunks(t, 150, 1900), 2)):
+                benign.append(item(c, 0, s, group))
+            # Short sentences that address the reader ("you", "your") or give
+            # an order: documentation is full of them, and so are attacks.
+            for c in pick(sentences(t), 3):
                 benign.append(item(c, 0, s, group))
     benign += gpt_engineer_prompts()
     auth = authored()
