@@ -98,7 +98,7 @@ fn train(examples: &[Example]) -> (Vec<f32>, f32) {
     let mut g2 = vec![1e-6f32; DIM];
     let (mut bias, mut bias_g2) = (BIAS0, 1e-6f32);
     let lr = 0.5f32;
-    let lambda = 2e-5f32;
+    let lambda = 1e-3f32;
     let mut order: Vec<usize> = (0..examples.len()).collect();
     let mut seed: u64 = 0x5eed;
     for _epoch in 0..14 {

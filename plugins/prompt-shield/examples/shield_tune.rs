@@ -13,6 +13,8 @@ use prompt_shield::model::{self, Parts};
 use prompt_shield::{decode, features, normalize};
 
 struct Item {
+    /// The detector's score (`detect::assess`, the constants in `model.rs`).
+    score: f32,
     label: bool,
     kind: String,
     slice: String,
@@ -41,6 +43,7 @@ fn load(split: &str) -> Vec<Item> {
                 })
                 .collect();
             out.push(Item {
+                score: prompt_shield::detect::assess(text).score,
                 label: v["label"].as_i64() == Some(1),
                 kind: v["kind"].as_str().unwrap_or("?").into(),
                 slice: v["slice"].as_str().unwrap_or("?").into(),
@@ -125,5 +128,25 @@ fn main() {
             rate(&|i| i.kind == "obfuscated", true),
             rate(&|i| i.kind == "prompt_leak", true),
         );
+    }
+
+    // Thresholds of the detector's own score, for `detect::default_thresholds`.
+    let mut benign: Vec<f32> = items.iter().filter(|i| !i.label).map(|i| i.score).collect();
+    let attacks: Vec<f32> = items.iter().filter(|i| i.label).map(|i| i.score).collect();
+    println!("\ndetector score (model.rs constants): threshold at benign FPR, recall there");
+    for fpr in [0.005, 0.01, 0.015, 0.02, 0.03, 0.05, 0.06] {
+        let t = thr_at(&mut benign, fpr);
+        let rec = attacks.iter().filter(|&&s| s >= t).count() as f64 / attacks.len() as f64;
+        println!("  FPR <= {fpr:<5}  threshold {t:.4}  recall {rec:.3}");
+    }
+    // Document mode: passages and documents (document, hard_negative, code, multilingual slices).
+    let doc = |i: &Item| ["document", "hard_negative", "code", "multilingual"].contains(&i.slice.as_str());
+    let mut docs: Vec<f32> = items.iter().filter(|i| !i.label && doc(i)).map(|i| i.score).collect();
+    let ind: Vec<f32> = items.iter().filter(|i| i.label && i.kind == "indirect").map(|i| i.score).collect();
+    println!("document mode: {} benign documents/passages, {} indirect attacks", docs.len(), ind.len());
+    for fpr in [0.0, 0.005, 0.01, 0.02] {
+        let t = thr_at(&mut docs, fpr);
+        let rec = ind.iter().filter(|&&s| s >= t).count() as f64 / ind.len() as f64;
+        println!("  removed <= {fpr:<5}  threshold {t:.4}  indirect recall {rec:.3}");
     }
 }

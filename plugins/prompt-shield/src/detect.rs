@@ -59,14 +59,47 @@ pub struct Thresholds {
     pub flag: f32,
 }
 
-/// Default thresholds, chosen on the held-out split (see the detection report).
+/// Default thresholds per strictness, as operating points chosen on the
+/// validation split of `eval/heldout` (issue 31; never on its test split):
+/// - `balanced`: flag at a benign flag rate (FPR) of at most 2 % on ordinary
+///   traffic, block at at most 1 %;
+/// - `strict`: recall first, flag at an FPR of at most 6 %, block at 2 %;
+/// - `monitor`: flags where `balanced` flags, never blocks.
+///
+/// The model's scores are flat in length (see `model.rs`), so the same
+/// thresholds hold for short prompts and long documents.
 pub fn default_thresholds(strictness: Strictness) -> Thresholds {
     match strictness {
-        Strictness::Monitor => Thresholds { block: f32::INFINITY, flag: 0.6 },
-        Strictness::Balanced => Thresholds { block: 0.8, flag: 0.6 },
-        Strictness::Strict => Thresholds { block: 0.6, flag: 0.4 },
+        Strictness::Monitor => Thresholds { block: f32::INFINITY, flag: BALANCED_FLAG },
+        Strictness::Balanced => Thresholds { block: BALANCED_BLOCK, flag: BALANCED_FLAG },
+        Strictness::Strict => Thresholds { block: STRICT_BLOCK, flag: STRICT_FLAG },
     }
 }
+
+/// `balanced` flags here: validation FPR 0.02.
+const BALANCED_FLAG: f32 = 0.731;
+/// `balanced` blocks here: validation FPR 0.01.
+const BALANCED_BLOCK: f32 = 0.884;
+/// `strict` flags here: validation FPR 0.06.
+const STRICT_FLAG: f32 = 0.457;
+/// `strict` blocks here: validation FPR 0.02.
+const STRICT_BLOCK: f32 = BALANCED_FLAG;
+
+/// Document mode (stage `retrieved`: retrieved passages, tool results). A
+/// blocked passage is left out of the context, so the block threshold is
+/// the score at which at most 0.5 % of benign documents and passages (the
+/// document, hard-negative, code and multilingual slices of the validation
+/// split) would be removed; flags keep the passage and follow the mode.
+pub fn retrieved_thresholds(strictness: Strictness) -> Thresholds {
+    let t = default_thresholds(strictness);
+    match strictness {
+        Strictness::Monitor => t,
+        Strictness::Balanced | Strictness::Strict => Thresholds { block: RETRIEVED_BLOCK, flag: t.flag.min(RETRIEVED_BLOCK) },
+    }
+}
+
+/// Validation: 0.5 % of benign documents and passages at or above it.
+const RETRIEVED_BLOCK: f32 = 0.473;
 
 /// Reason strings (value-free; the host shows the first in its 403 message).
 pub mod reason {

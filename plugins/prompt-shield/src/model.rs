@@ -1,9 +1,18 @@
 //! The linear model trained by `build.rs`, and how one text is scored with it.
 //!
-//! The score of a text is the logistic of the best of: the whole text, and
-//! every window of [`WINDOW`] characters (stride [`STRIDE`]), so one injected
-//! sentence in a long document is not diluted by the rest of it. Per-position
-//! weight sums and prefix sums make all windows cost one pass.
+//! A text's logit is its hand-feature term plus the larger of: the whole
+//! text's n-gram term, and its best window of [`WINDOW`] characters (stride
+//! [`STRIDE`]) discounted by [`WINDOW_OFFSET`] + [`WINDOW_LOG_PENALTY`] x
+//! ln(number of windows) (see [`combine`]). N-gram sums are divided by the
+//! n-gram count to the power [`features::GRAM_POWER`] (0.75). Issue 31: the
+//! former rule (the maximum over windows, square-root normalisation) flagged
+//! 51 % of benign texts over 2,000 characters, because the maximum of many
+//! noisy window scores grows with their number and a square-root-normalised
+//! sum grows with length; with this one the benign flag rate does not rise
+//! with length (validation split, `examples/shield_tune.rs`), and one
+//! injected paragraph in a long document still stands out through its
+//! window. Per-position weight sums and prefix sums make all windows cost
+//! one pass.
 
 use crate::features::{self, BUCKETS, HAND};
 use crate::normalize::{Normalized, normalize};
@@ -92,7 +101,7 @@ pub fn parts(norm: &Normalized, hand: &[f32; HAND]) -> Parts {
 /// windows: the maximum of `k` noisy window scores grows like `log k`, so the
 /// best window is discounted by that much and the benign flag rate stays flat
 /// in length (chosen on the validation split, see `eval/README.md`).
-pub const WINDOW_LOG_PENALTY: f32 = 2.0;
+pub const WINDOW_LOG_PENALTY: f32 = 1.0;
 /// A window counts only this much above the whole text (a constant discount).
 pub const WINDOW_OFFSET: f32 = 0.5;
 
@@ -108,7 +117,7 @@ pub fn combine(p: &Parts) -> f32 {
 /// The logit is divided by this before the logistic: the model's logits run
 /// to +-40, and scores that round to 1.0 in `f32` leave no room for
 /// thresholds. A monotone map: it changes no ranking.
-pub const TEMPERATURE: f32 = 4.0;
+pub const TEMPERATURE: f32 = 2.0;
 
 /// Score an already normalised text.
 pub fn score_normalized(norm: &Normalized) -> TextScore {
