@@ -29,9 +29,16 @@ pub const MIN_GRAMS: usize = 64;
 /// mean) is flat in length.
 pub const GRAM_POWER: f32 = 0.75;
 
-/// The factor every n-gram weight of a text (or window) of `count` n-grams is multiplied by.
+/// The factor every n-gram weight of a text (or window) of `count` n-grams
+/// is multiplied by: `(MIN_GRAMS / count)^GRAM_POWER` from [`MIN_GRAMS`] on,
+/// and below it `count / MIN_GRAMS` (a text of a few words carries
+/// evidence in proportion to its length: "secret plan" must not score as an
+/// attack for one loaded word).
 pub fn gram_scale(count: usize) -> f32 {
-    let c = count.max(MIN_GRAMS) as f32;
+    if count < MIN_GRAMS {
+        return count as f32 / MIN_GRAMS as f32;
+    }
+    let c = count as f32;
     if GRAM_POWER == 1.0 { MIN_GRAMS as f32 / c } else { (MIN_GRAMS as f32 / c).powf(GRAM_POWER) }
 }
 

@@ -23,7 +23,7 @@
 //!    The modes are operating points chosen on a validation split
 //!    (`eval/README.md`): `balanced` flags at a benign rate of at most 2 %
 //!    and blocks at 1 %; `strict` is recall-first, flagging at at most 6 % and
-//!    blocking at 2 %. Stage `retrieved` (document mode: retrieved passages,
+//!    blocking where `balanced` blocks. Stage `retrieved` (document mode: retrieved passages,
 //!    tool results) has its own block threshold
 //!    ([`detect::retrieved_thresholds`]), at which at most 0.5 % of benign
 //!    passages are left out of the context.

@@ -84,6 +84,11 @@ const INJECTIONS: [&str; 6] = [
 fn knowledge_base_passages_stay_and_injected_ones_are_left_out() {
     let passages = knowledge_passages();
     assert!(passages.len() >= 40, "{} passages", passages.len());
+    if std::env::var_os("SHOW_SCORES").is_some() {
+        let mut s: Vec<f32> = inspect_texts(Stage::Retrieved, Strictness::Balanced, "{}", &passages).iter().map(|d| d.score).collect();
+        s.sort_by(|a, b| b.total_cmp(a));
+        eprintln!("benign passage scores, highest: {:?}", &s[..10]);
+    }
     for mode in [Strictness::Balanced, Strictness::Strict] {
         let out = inspect_texts(Stage::Retrieved, mode, "{}", &passages);
         let removed: Vec<&String> = passages.iter().zip(&out).filter(|(_, d)| d.action == Action::Block).map(|(p, _)| p).collect();
@@ -104,6 +109,11 @@ fn knowledge_base_passages_stay_and_injected_ones_are_left_out() {
             poisoned.push(format!("{} {inj} {}", words[..mid].join(" "), words[mid..].join(" ")));
             poisoned.push(format!("{p}\n\n{inj}"));
         }
+    }
+    if std::env::var_os("SHOW_SCORES").is_some() {
+        let mut s: Vec<f32> = inspect_texts(Stage::Retrieved, Strictness::Balanced, "{}", &poisoned).iter().map(|d| d.score).collect();
+        s.sort_by(|a, b| a.total_cmp(b));
+        eprintln!("poisoned passage scores, lowest: {:?}", &s[..10]);
     }
     for mode in [Strictness::Balanced, Strictness::Strict] {
         let out = inspect_texts(Stage::Retrieved, mode, "{}", &poisoned);

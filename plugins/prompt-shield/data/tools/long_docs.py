@@ -314,8 +314,25 @@ def system_prompt(i):
     return intro + " " + " ".join(rules)
 
 
+LOADED = ["secret", "password", "system", "admin", "prompt", "instructions", "override", "ignore", "reveal", "root", "token", "rules", "bypass", "leak", "hidden"]
+NOUNS = ["recipe", "santa list", "garden", "requirements", "dashboard", "meeting", "update", "course", "manual", "policy", "folder", "report",
+         "shortcut", "menu", "setting", "cause", "story", "plan for the weekend", "project", "notes"]
+FRAMES = ["{w} {n}", "my {w} {n}", "the {w} {n}", "{W} {n}?", "where is the {w} {n}", "{w} {n} for tomorrow", "new {w} {n}", "{W}: {n}",
+          "about the {w} {n}", "{w} {n} please", "is the {w} {n} ready", "{W} {n} draft"]
+
+
+def loaded_phrases(n):
+    """Short benign phrases around one loaded word (a one-word 'attack' vocabulary must not flag a short text)."""
+    out = []
+    for i in range(n):
+        w = rng.choice(LOADED)
+        t = rng.choice(FRAMES).format(w=w, W=w.capitalize(), n=rng.choice(NOUNS))
+        out.append(item(t, 0, "authored-train", f"at-loaded-{w}"))
+    return out
+
+
 def authored():
-    rows = []
+    rows = loaded_phrases(300)
     gens = [("log-apache", log_apache), ("log-k8s", log_k8s), ("log-ci", log_ci), ("log-json", log_json), ("log-git", log_git),
             ("mail", mail_thread), ("records", records), ("tickets", tickets)]
     for i in range(240):
