@@ -59,12 +59,21 @@ pub struct Thresholds {
     pub flag: f32,
 }
 
-/// Default thresholds, chosen on the held-out split (see the detection report).
+/// Default thresholds per strictness, as operating points chosen on the
+/// validation split of `eval/heldout` (issue 31; never on its test split):
+/// - `balanced`: flag at a benign flag rate (FPR) of at most 2 % on ordinary
+///   traffic, block at at most 1 %;
+/// - `strict`: recall first, flag at an FPR of at most 6 %, block where
+///   `balanced` blocks (1 %);
+/// - `monitor`: flags where `balanced` flags, never blocks.
+///
+/// The model's scores are flat in length (see `model.rs`), so the same
+/// thresholds hold for short prompts and long documents.
 pub fn default_thresholds(strictness: Strictness) -> Thresholds {
     match strictness {
-        Strictness::Monitor => Thresholds { block: f32::INFINITY, flag: 0.6 },
-        Strictness::Balanced => Thresholds { block: 0.8, flag: 0.6 },
-        Strictness::Strict => Thresholds { block: 0.6, flag: 0.4 },
+        Strictness::Monitor => Thresholds { block: f32::INFINITY, flag: BALANCED_FLAG },
+        Strictness::Balanced => Thresholds { block: BALANCED_BLOCK, flag: BALANCED_FLAG },
+        Strictness::Strict => Thresholds { block: STRICT_BLOCK, flag: STRICT_FLAG },
     }
 }
 
@@ -88,6 +97,36 @@ pub fn context_thresholds(strictness: Strictness) -> Thresholds {
         Strictness::Balanced | Strictness::Strict => Thresholds { block: 0.99, flag: 0.99 },
     }
 }
+
+/// `balanced` flags here: validation FPR 0.02.
+const BALANCED_FLAG: f32 = 0.773;
+/// `balanced` blocks here: validation FPR 0.01.
+const BALANCED_BLOCK: f32 = 0.890;
+/// `strict` flags here: validation FPR 0.06.
+const STRICT_FLAG: f32 = 0.435;
+/// `strict` blocks where `balanced` does (validation FPR 0.01).
+const STRICT_BLOCK: f32 = BALANCED_BLOCK;
+
+/// Document mode (stage `retrieved`: retrieved passages, tool results). A
+/// blocked passage is left out of the context, so the block threshold is set
+/// for a removal rate of at most 0.5 % of benign passages: on the validation
+/// split's benign documents and passages (document, hard-negative, code and
+/// multilingual slices) 0.5 % score 0.477 or more; on the bundled knowledge
+/// base (`examples/knowledge`, cut as `retriever-local` cuts it, a passage
+/// about Prompt Shield among them) the highest benign passage scores 0.712
+/// and every passage with an injected instruction at least 0.755
+/// (`tests/document_mode.rs`, `SHOW_SCORES=1`): the threshold sits between
+/// the two. Flags keep the passage and follow the mode.
+pub fn retrieved_thresholds(strictness: Strictness) -> Thresholds {
+    let t = default_thresholds(strictness);
+    match strictness {
+        Strictness::Monitor => t,
+        Strictness::Balanced | Strictness::Strict => Thresholds { block: RETRIEVED_BLOCK, flag: t.flag.min(RETRIEVED_BLOCK) },
+    }
+}
+
+/// See [`retrieved_thresholds`].
+const RETRIEVED_BLOCK: f32 = 0.73;
 
 /// Reason strings (value-free; the host shows the first in its 403 message).
 pub mod reason {
@@ -237,8 +276,13 @@ mod tests {
         assert_eq!(act(attack, Strictness::Strict), Action::Block);
         assert_eq!(act(attack, Strictness::Monitor), Action::Flag);
         for benign in ["hello there", "secret plan", "x", "Please email ann.lee@example.com about the invoice", "LEAK-SYSTEM now"] {
-            // Short texts the host's black-box tests send through every mode.
-            assert_eq!(act(benign, Strictness::Balanced), Action::Allow, "{benign}");
+            // Short texts the host's black-box tests send through every mode:
+            // none is blocked, and the ordinary ones are not flagged either
+            // ("LEAK-SYSTEM now", the mock upstream's trigger, may be flagged).
+            if !benign.starts_with("LEAK") {
+                assert_eq!(act(benign, Strictness::Balanced), Action::Allow, "{benign}");
+            }
+            assert_ne!(act(benign, Strictness::Balanced), Action::Block, "{benign}");
             assert_ne!(act(benign, Strictness::Strict), Action::Block, "{benign}");
         }
     }
