@@ -16,6 +16,8 @@ mod decode;
 mod features;
 #[path = "src/normalize.rs"]
 mod normalize;
+#[path = "src/rewrite.rs"]
+mod rewrite;
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -141,7 +143,7 @@ fn train(examples: &[Example]) -> (Vec<f32>, f32) {
 }
 
 fn main() {
-    for f in ["src/normalize.rs", "src/features.rs", "src/decode.rs", "build.rs"] {
+    for f in ["src/normalize.rs", "src/features.rs", "src/decode.rs", "src/rewrite.rs", "build.rs"] {
         println!("cargo:rerun-if-changed={f}");
     }
     let rows = load();

@@ -55,6 +55,7 @@ pub mod detect;
 pub mod features;
 pub mod model;
 pub mod normalize;
+pub mod rewrite;
 #[cfg(test)]
 mod random_text;
 
