@@ -95,15 +95,22 @@ const TRAIN_BIAS: bool = false;
 const TRAIN_ALL: bool = true;
 const BIAS0: f32 = -1.0;
 
+/// A training constant, overridable from the environment for experiments
+/// (the committed model uses the defaults).
+fn knob(name: &str, default: f32) -> f32 {
+    println!("cargo:rerun-if-env-changed={name}");
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
 fn train(examples: &[Example]) -> (Vec<f32>, f32) {
     let mut w = vec![0.0f32; DIM];
     let mut g2 = vec![1e-6f32; DIM];
     let (mut bias, mut bias_g2) = (BIAS0, 1e-6f32);
     let lr = 0.5f32;
-    let lambda = 1e-3f32;
+    let lambda = knob("PS_LAMBDA", 1e-3);
     let mut order: Vec<usize> = (0..examples.len()).collect();
     let mut seed: u64 = 0x5eed;
-    for _epoch in 0..14 {
+    for _epoch in 0..knob("PS_EPOCHS", 14.0) as usize {
         // Fisher-Yates with a fixed LCG: deterministic.
         for i in (1..order.len()).rev() {
             seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
@@ -170,7 +177,7 @@ fn main() {
     // Balance the classes, with benign errors costing a little more (FPR matters).
     let (wp, wn) = if pos > 0 && neg > 0 {
         let n = (pos + neg) as f32;
-        (n / (2.0 * pos as f32), 1.3 * n / (2.0 * neg as f32))
+        (n / (2.0 * pos as f32), knob("PS_WNEG", 1.3) * n / (2.0 * neg as f32))
     } else {
         (1.0, 1.0)
     };

@@ -55,9 +55,21 @@ fn load(split: &str) -> Vec<Item> {
     out
 }
 
-fn rule(p: &Parts, offset: f32, penalty: f32, whole_only: bool) -> f32 {
+/// How the discount grows with the number of windows `k`.
+#[derive(Clone, Copy)]
+enum Growth {
+    Ln,
+    SqrtLn,
+}
+
+fn rule(p: &Parts, offset: f32, penalty: f32, whole_only: bool, growth: Growth) -> f32 {
     let best = p.windows.iter().copied().fold(f32::NEG_INFINITY, f32::max);
-    let w = if whole_only || p.windows.is_empty() { f32::NEG_INFINITY } else { best - offset - penalty * (p.windows.len() as f32).ln() };
+    let k = (p.windows.len() as f32).ln();
+    let g = match growth {
+        Growth::Ln => k,
+        Growth::SqrtLn => k.max(0.0).sqrt(),
+    };
+    let w = if whole_only || p.windows.is_empty() { f32::NEG_INFINITY } else { best - offset - penalty * g };
     p.z_hand + p.whole.max(w)
 }
 
@@ -93,16 +105,17 @@ fn main() {
         "{:<22} {:>6} {:>7} {:>7} {:>7} | at FPR .02: {:>6} {:>6} {:>6} {:>6} | rec <500 ind obf leak",
         "rule", "AUC", "r@.01", "r@.02", "r@.05", "<500", "500-2k", ">=2k", "docs"
     );
-    let mut rules: Vec<(String, f32, f32, bool)> = vec![("whole only".into(), 0.0, 0.0, true)];
+    let mut rules: Vec<(String, f32, f32, bool, Growth)> = vec![("whole only".into(), 0.0, 0.0, true, Growth::Ln)];
     for off in [0.0f32, 0.5, 1.0, 2.0] {
         for pen in [0.0f32, 0.5, 1.0, 1.5, 2.0, 3.0] {
-            rules.push((format!("off {off} pen {pen}"), off, pen, false));
+            rules.push((format!("off {off} pen {pen}"), off, pen, false, Growth::Ln));
+            rules.push((format!("off {off} pen {pen} sqrt"), off, pen, false, Growth::SqrtLn));
         }
     }
-    for (name, off, pen, whole) in rules {
+    for (name, off, pen, whole, growth) in rules {
         let s: Vec<(f32, bool)> = items
             .iter()
-            .map(|it| (it.parts.iter().map(|p| rule(p, off, pen, whole)).fold(f32::NEG_INFINITY, f32::max), it.label))
+            .map(|it| (it.parts.iter().map(|p| rule(p, off, pen, whole, growth)).fold(f32::NEG_INFINITY, f32::max), it.label))
             .collect();
         let mut benign: Vec<f32> = s.iter().filter(|x| !x.1).map(|x| x.0).collect();
         let attacks = s.iter().filter(|x| x.1).count() as f64;

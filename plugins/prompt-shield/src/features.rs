@@ -12,7 +12,7 @@
 use crate::normalize::{ASCII_CLASS, Normalized, WORD, is_alnum};
 
 /// Number of hash buckets for n-grams (2^15: 64 KB of weights; each page touched costs a fault in a fresh instance, so smaller is faster).
-pub const BUCKETS: usize = 1 << 15;
+pub const BUCKETS: usize = 1 << 18;
 /// Number of dense hand features, stored after the buckets.
 pub const HAND: usize = 9;
 /// Total model dimension.

@@ -10,12 +10,24 @@ collapsed) is dropped here too.
 - PyPI `deepeval` 4.3.1 (Apache-2.0, `LICENSE.md` in the wheel): the prompt
   templates of its metrics (`deepeval/**/templates/*.txt`, `deepeval/metrics/*/template.py`), benign
   instructions to an evaluator model ("You are…", "Return a JSON…").
+- Debian `wordnet-base` 1:3.0-37 (WordNet 3.0 licence, permissive, in
+  its `copyright`: "WordNet 3.0 Copyright 2006 by Princeton University"):
+  the example sentences of the glosses, one by one and two to six together.
+- PyPI `langchain` 0.3.27, `dspy` 3.4.1, `trulens-feedback` 2.16.0 and
+  `semantic-kernel` 1.45.0 (MIT), `ragas` 0.4.3 and `haystack-ai` 3.4.1
+  (Apache-2.0), each with its licence file in the wheel: string literals of
+  their source that are prompt templates (200 characters or more, addressing
+  the model: "You are", "Your task", …; none quoting a known attack).
 - Written here (`authored-train`, Apache-2.0 as Gatehouse): reader-addressing
-  sentences from templates (`reader_sentences`), and the phrases of
-  `multilingual.py`.
+  sentences from templates (`reader_sentences`), the phrases of
+  `multilingual.py`, the records of `records.py`
+  and the memos of `longjail.py`.
 
 Fetch (SRC, default /tmp/s3dl):
     cd $SRC && pip download --no-deps deepeval==4.3.1 && mkdir -p de && unzip -q -o deepeval-4.3.1-py3-none-any.whl -d de
+    pip download --no-deps langchain==0.3.27 ragas==0.4.3 haystack-ai==3.4.1 dspy==3.4.1 trulens-feedback==2.16.0 semantic-kernel==1.45.0
+    for w in langchain-0.3.27 ragas-0.4.3 haystack_ai-3.4.1 dspy-3.4.1 trulens_feedback-2.16.0 semantic_kernel-1.45.0; do mkdir -p sp/${w%%-*}; unzip -q -o $w-py3-none-any.whl -d sp/${w%%-*}; done
+    mkdir -p $SRC/deb && cd $SRC/deb && apt-get download wordnet-base && dpkg-deb -x wordnet-base_*.deb x
 Writes `data/extra_benign.jsonl` and `data/extra_attacks.jsonl`. Deterministic.
 """
 
@@ -26,7 +38,9 @@ import os
 import random
 import re
 
-from multilingual import PHRASES
+from multilingual import MORE, PHRASES
+from longjail import long_jailbreaks
+from records import records
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.dirname(HERE)
@@ -128,8 +142,67 @@ JOKES = [
 ]
 
 
-def reader_sentences():
+CONDITIONS = [
+    "If you water the garden at night", "If you smile at strangers", "If you stand in the rain long enough", "If you save a coin every day",
+    "If you read before sleeping", "If you forget your umbrella", "If you ignore the alarm clock", "If you follow the river",
+    "If you tell a joke at dinner", "If you keep your promises", "If you cross the bridge at noon", "If you open the window",
+]
+RESULTS = [
+    "you will have wet shoes", "you will make a new friend", "you will be rich in forty years", "you will dream of the sea",
+    "you will be late for work", "you will find the old mill", "you will hear a surprising story", "you will sleep better",
+    "your neighbours will wonder why", "your cat will judge you", "the day will go well", "nobody will notice",
+]
+
+
+def wordnet_examples():
+    """The example sentences of WordNet's glosses: ordinary short English."""
+    ex = []
+    for pos in ["noun", "verb", "adj", "adv"]:
+        path = os.path.join(SRC, "deb", "x", "usr", "share", "wordnet", f"data.{pos}")
+        for line in open(path, encoding="latin-1"):
+            if line.startswith("  ") or "|" not in line:
+                continue
+            offset = line.split(" ", 1)[0]
+            for q in re.findall(r'"([^"]{20,200})"', line.split("|", 1)[1]):
+                q = q.strip()
+                ex.append((f"wordnet:{pos}:{offset}", q[0].upper() + q[1:] + ("" if q[-1] in ".?!" else ".")))
+    singles = rng.sample(ex, 5000)
+    joined = []
+    for i in range(1500):
+        parts = rng.sample(ex, rng.randint(2, 6))
+        joined.append((f"wordnet:joined:{i}", " ".join(p for _, p in parts)))
+    return singles + joined
+
+
+# Wheels whose prompt strings are read (name, version): all MIT or Apache-2.0.
+PROMPT_WHEELS = [("langchain", "0.3.27"), ("ragas", "0.4.3"), ("haystack_ai", "3.4.1"), ("dspy", "3.4.1"), ("trulens_feedback", "2.16.0"),
+                 ("semantic_kernel", "1.45.0")]
+PROMPT_LIKE = re.compile(r"\b(you are|your task|you will be given|you must|given the following)\b", re.I)
+NOT_PROMPT = re.compile(r"def |import |:param|Args:|Returns:")
+# Never a benign example: a string that quotes a well-known attack.
+ATTACK_LIKE = re.compile(r"ignore (all )?(the )?previous|disregard (all|the|any) |\bDAN\b|jailbr", re.I)
+
+
+def prompt_strings():
+    """Benign prompt templates in the source of LLM frameworks (string literals)."""
     out = []
+    for name, _ in PROMPT_WHEELS:
+        root = os.path.join(SRC, "sp", name)
+        for f in sorted(glob.glob(os.path.join(root, "**", "*.py"), recursive=True)):
+            try:
+                tree = ast.parse(open(f, encoding="utf-8").read())
+            except (SyntaxError, UnicodeDecodeError):
+                continue
+            for node in ast.walk(tree):
+                if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                    t = node.value.strip()
+                    if len(t) >= 200 and PROMPT_LIKE.search(t) and not NOT_PROMPT.search(t) and not ATTACK_LIKE.search(t):
+                        out.append((name, f"{name}:{os.path.relpath(f, root)}:{node.lineno}", t[:6000]))
+    return out
+
+
+def reader_sentences():
+    out = [f"{c}, {r}." for c in CONDITIONS for r in RESULTS if rng.random() < 0.6]
     for s in SUBJ:
         for f in FUTURE:
             out.append(f"{s} {f}." if s == "You" else f"{s} {f.replace('your', 'their').replace('you', 'them')}.")
@@ -158,6 +231,10 @@ def multilingual():
             o, p = rng.choice(openers), rng.choice(payloads)
             sep = " " if p[0].islower() else ". "
             attacks.append(item(f"{r} {o}{sep}{p}.", 1, "authored-train", f"ml-attack:{lang}:mix{i}"))
+    for lang, (openers, payloads) in sorted(MORE.items()):
+        for i, o in enumerate(openers):
+            for j, p in enumerate(payloads):
+                attacks.append(item(f"{o} {p}.", 1, "authored-train", f"ml-attack:{lang}:more{i}"))
     return attacks, benign
 
 
@@ -166,8 +243,14 @@ def main():
     benign, attacks = [], []
     for i, s in enumerate(reader_sentences()):
         benign.append(item(s, 0, "authored-train", f"reader:{i}"))
+    for g, s in wordnet_examples():
+        benign.append(item(s, 0, "wordnet", g))
+    for name, g, s in prompt_strings():
+        benign.append(item(s, 0, name, g))
     for f, s in deepeval_templates():
         benign.append(item(s, 0, "deepeval", f"deepeval:{f}"))
+    for text, label, group in records() + long_jailbreaks():
+        (attacks if label else benign).append(item(text, label, "authored-train", group))
     a, b = multilingual()
     attacks += a
     benign += b
