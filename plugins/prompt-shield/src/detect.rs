@@ -62,9 +62,10 @@ pub struct Thresholds {
 /// Default thresholds per strictness, as operating points chosen on the
 /// validation split of `eval/heldout` (issue 31; never on its test split):
 /// - `balanced`: flag at a benign flag rate (FPR) of at most 2 % on ordinary
-///   traffic, block at at most 1 %;
-/// - `strict`: recall first, flag at an FPR of at most 6 %, block where
-///   `balanced` blocks (1 %);
+///   traffic (1.5 % on validation, a margin for the difference between
+///   splits), block at 0.5 %;
+/// - `strict`: recall first, flag at an FPR of at most 6 % (5 % on
+///   validation), block where `balanced` flags (1.5 %);
 /// - `monitor`: flags where `balanced` flags, never blocks.
 ///
 /// The model's scores are flat in length (see `model.rs`), so the same
@@ -81,42 +82,53 @@ pub fn default_thresholds(strictness: Strictness) -> Thresholds {
 /// (system, assistant and developer messages, pass-through fields such as
 /// tool descriptions). Benign system prompts are full of imperatives ("You
 /// are…", "Never reveal…", "ignore…") that look like injections to a model
-/// trained on user prompts, so these sit higher than [`default_thresholds`]:
+/// trained on user prompts; [`decide_context`] counts a score only with
+/// evidence against the surrounding instructions, and these thresholds are
 /// chosen so that at most 1 % of the benign non-user slice
 /// (`data/eval/system_benign.jsonl`) is flagged in any mode
 /// (`examples/context_fpr.rs` measures it).
 ///
 /// Measured (flag counts as a false positive): 1 of the 159 benign texts
 /// (0.63 %, a crewai prompt that itself says "ignore all previous
-/// instructions") in every mode; 52.7 % of the held-out attacks are still
-/// caught in a non-user role (96.5 % as user text). Strict and balanced are
-/// the same here: any lower threshold already passes 1 %.
+/// instructions") in every mode; 39.6 % of the held-out validation attacks
+/// are still caught in a non-user role (67.3 % as user text under
+/// `balanced`). Every threshold from 0.30 to 0.97 flags that same one text;
+/// the lowest keeps the most recall. Strict and balanced are the same here.
 pub fn context_thresholds(strictness: Strictness) -> Thresholds {
     match strictness {
-        Strictness::Monitor => Thresholds { block: f32::INFINITY, flag: 0.99 },
-        Strictness::Balanced | Strictness::Strict => Thresholds { block: 0.99, flag: 0.99 },
+        Strictness::Monitor => Thresholds { block: f32::INFINITY, flag: CONTEXT },
+        Strictness::Balanced | Strictness::Strict => Thresholds { block: CONTEXT, flag: CONTEXT },
     }
 }
 
-/// `balanced` flags here: validation FPR 0.02.
-const BALANCED_FLAG: f32 = 0.773;
-/// `balanced` blocks here: validation FPR 0.01.
-const BALANCED_BLOCK: f32 = 0.890;
-/// `strict` flags here: validation FPR 0.06.
-const STRICT_FLAG: f32 = 0.435;
-/// `strict` blocks where `balanced` does (validation FPR 0.01).
-const STRICT_BLOCK: f32 = BALANCED_BLOCK;
+/// See [`context_thresholds`].
+const CONTEXT: f32 = 0.30;
+
+/// `balanced` flags here: validation FPR 0.015 (a margin under the 0.02 the
+/// mode promises, for the difference between splits).
+const BALANCED_FLAG: f32 = 0.5281;
+/// `balanced` blocks here: validation FPR 0.005.
+const BALANCED_BLOCK: f32 = 0.7387;
+/// `strict` flags here: validation FPR 0.05 (under the 0.06 it promises).
+const STRICT_FLAG: f32 = 0.2644;
+/// `strict` blocks where `balanced` flags (validation FPR 0.015).
+const STRICT_BLOCK: f32 = BALANCED_FLAG;
 
 /// Document mode (stage `retrieved`: retrieved passages, tool results). A
 /// blocked passage is left out of the context, so the block threshold is set
-/// for a removal rate of at most 0.5 % of benign passages: on the validation
-/// split's benign documents and passages (document, hard-negative, code and
-/// multilingual slices) 0.5 % score 0.477 or more; on the bundled knowledge
-/// base (`examples/knowledge`, cut as `retriever-local` cuts it, a passage
-/// about Prompt Shield among them) the highest benign passage scores 0.712
-/// and every passage with an injected instruction at least 0.755
-/// (`tests/document_mode.rs`, `SHOW_SCORES=1`): the threshold sits between
-/// the two. Flags keep the passage and follow the mode.
+/// for a removal rate of at most 0.5 % of benign passages, on the passages a
+/// retriever actually returns: the bundled knowledge base
+/// (`examples/knowledge`, cut as `retriever-local` cuts it, a passage about
+/// Prompt Shield among them) and the retriever's evaluation corpora
+/// (`plugins/retriever-local/eval/heldout`: the Debian FAQ, the Perl manual,
+/// PostgreSQL administration). There the highest benign knowledge-base
+/// passage scores 0.453 and every knowledge-base passage with an injected
+/// instruction at least 0.537; the threshold sits between the two, and
+/// removes 0 of 67 knowledge-base passages and 7 of 11,060 corpus passages
+/// (0.06 %; `tests/document_mode.rs`, `SHOW_SCORES=1`). On the validation
+/// split's benign documents, hard negatives, code and multilingual text
+/// (whole documents up to 6,000 characters, chosen for attack vocabulary)
+/// it removes 0.65 %. Flags keep the passage and follow the mode.
 pub fn retrieved_thresholds(strictness: Strictness) -> Thresholds {
     let t = default_thresholds(strictness);
     match strictness {
@@ -126,7 +138,7 @@ pub fn retrieved_thresholds(strictness: Strictness) -> Thresholds {
 }
 
 /// See [`retrieved_thresholds`].
-const RETRIEVED_BLOCK: f32 = 0.73;
+const RETRIEVED_BLOCK: f32 = 0.49;
 
 /// Reason strings (value-free; the host shows the first in its 403 message).
 pub mod reason {

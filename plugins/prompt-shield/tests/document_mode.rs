@@ -40,9 +40,21 @@ fn words_passages(section: &str, out: &mut Vec<String>) {
 }
 
 fn knowledge_passages() -> Vec<String> {
-    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/knowledge");
+    passages_under(&Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/knowledge"))
+}
+
+/// The passages of the retriever's evaluation corpora (`plugins/retriever-local/eval/heldout/*/corpus`:
+/// the Debian FAQ, the Perl manual, the PostgreSQL administration chapters), as more benign passages.
+fn corpus_passages() -> Vec<String> {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../retriever-local/eval/heldout");
+    let mut names: Vec<_> = std::fs::read_dir(&root).expect("retriever eval folder").flatten().map(|e| e.path()).collect();
+    names.sort();
+    names.iter().flat_map(|d| passages_under(&d.join("corpus"))).collect()
+}
+
+fn passages_under(root: &Path) -> Vec<String> {
     let mut files = Vec::new();
-    let mut stack = vec![root];
+    let mut stack = vec![root.to_path_buf()];
     while let Some(d) = stack.pop() {
         for e in std::fs::read_dir(&d).expect("knowledge folder").flatten() {
             let p = e.path();
@@ -92,6 +104,9 @@ fn knowledge_base_passages_stay_and_injected_ones_are_left_out() {
     for mode in [Strictness::Balanced, Strictness::Strict] {
         let out = inspect_texts(Stage::Retrieved, mode, "{}", &passages);
         let removed: Vec<&String> = passages.iter().zip(&out).filter(|(_, d)| d.action == Action::Block).map(|(p, _)| p).collect();
+        if std::env::var_os("SHOW_SCORES").is_some() {
+            eprintln!("{mode:?}: {} of {} knowledge-base passages removed", removed.len(), passages.len());
+        }
         // Issue 31: at most 0.5 % of benign passages removed.
         assert!(
             removed.len() as f64 <= 0.005 * passages.len() as f64,
@@ -141,5 +156,28 @@ fn the_host_rag_test_passages() {
     for mode in [Strictness::Balanced, Strictness::Strict] {
         assert!(inspect_texts(Stage::Retrieved, mode, "{}", &benign).iter().all(|d| d.action != Action::Block), "{mode:?}");
         assert!(inspect_texts(Stage::Retrieved, mode, "{}", &poisoned).iter().all(|d| d.action == Action::Block), "{mode:?}");
+    }
+}
+
+/// The retriever's evaluation corpora, as benign passages: at most 0.5 % of
+/// them removed in either blocking mode.
+#[test]
+fn retriever_corpus_passages_stay() {
+    let passages = corpus_passages();
+    assert!(passages.len() >= 3000, "{} passages", passages.len());
+    for mode in [Strictness::Balanced, Strictness::Strict] {
+        let out = inspect_texts(Stage::Retrieved, mode, "{}", &passages);
+        if std::env::var_os("SHOW_SCORES").is_some() {
+            let mut s: Vec<(f32, &String)> = out.iter().map(|d| d.score).zip(&passages).collect();
+            s.sort_by(|a, b| b.0.total_cmp(&a.0));
+            for (score, p) in &s[..12] {
+                eprintln!("{score:.4} {}", p.chars().take(120).collect::<String>());
+            }
+        }
+        let removed = out.iter().filter(|d| d.action == Action::Block).count();
+        if std::env::var_os("SHOW_SCORES").is_some() {
+            eprintln!("{mode:?}: {removed} of {} corpus passages removed", passages.len());
+        }
+        assert!(removed as f64 <= 0.005 * passages.len() as f64, "{mode:?}: {removed} of {} removed", passages.len());
     }
 }
