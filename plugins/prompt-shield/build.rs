@@ -93,7 +93,9 @@ fn load() -> Vec<(String, f32, String)> {
 const TRAIN_BIAS: bool = false;
 /// Train on every group of `data/` (see `main`).
 const TRAIN_ALL: bool = true;
-const BIAS0: f32 = -1.0;
+fn bias0() -> f32 {
+    knob("PS_BIAS0", -3.0)
+}
 
 /// A training constant, overridable from the environment for experiments
 /// (the committed model uses the defaults).
@@ -105,7 +107,7 @@ fn knob(name: &str, default: f32) -> f32 {
 fn train(examples: &[Example]) -> (Vec<f32>, f32) {
     let mut w = vec![0.0f32; DIM];
     let mut g2 = vec![1e-6f32; DIM];
-    let (mut bias, mut bias_g2) = (BIAS0, 1e-6f32);
+    let (mut bias, mut bias_g2) = (bias0(), 1e-6f32);
     let lr = 0.5f32;
     let lambda = knob("PS_LAMBDA", 1e-3);
     let mut order: Vec<usize> = (0..examples.len()).collect();

@@ -147,7 +147,7 @@ fn main() {
     let mut benign: Vec<f32> = items.iter().filter(|i| !i.label).map(|i| i.score).collect();
     let attacks: Vec<f32> = items.iter().filter(|i| i.label).map(|i| i.score).collect();
     println!("\ndetector score (model.rs constants): threshold at benign FPR, recall there");
-    for fpr in [0.005, 0.01, 0.015, 0.02, 0.03, 0.05, 0.06] {
+    for fpr in [0.005, 0.01, 0.015, 0.02, 0.03, 0.035, 0.04, 0.045, 0.05, 0.06, 0.07, 0.08, 0.1] {
         let t = thr_at(&mut benign, fpr);
         let rec = attacks.iter().filter(|&&s| s >= t).count() as f64 / attacks.len() as f64;
         println!("  FPR <= {fpr:<5}  threshold {t:.4}  recall {rec:.3}");

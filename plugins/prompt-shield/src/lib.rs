@@ -221,7 +221,7 @@ mod tests {
         let out = inspect_texts(Stage::Input, Strictness::Strict, r#"{"roles":["system","field"]}"#, &texts);
         assert_eq!(out[0].action, Action::Allow, "a system prompt under the non-user rule");
         assert_eq!(out[1].action, Action::Block, "an injection in a field");
-        assert_eq!(out[2].action, Action::Block, "no role given: the user rule");
+        assert_ne!(out[2].action, Action::Allow, "no role given: the user rule, which flags this system prompt");
     }
 
     #[test]
