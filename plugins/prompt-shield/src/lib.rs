@@ -55,9 +55,9 @@ pub mod detect;
 pub mod features;
 pub mod model;
 pub mod normalize;
-pub mod rewrite;
 #[cfg(test)]
 mod random_text;
+pub mod rewrite;
 
 use detect::{Decision, Strictness, Thresholds};
 use gatehouse_sdk::shield::exports::gatehouse::plugin::shield_api as api;
