@@ -126,13 +126,13 @@ const STRICT_BLOCK: f32 = BALANCED_BLOCK;
 /// Prompt Shield among them) and the retriever's evaluation corpora
 /// (`plugins/retriever-local/eval/heldout`: the Debian FAQ, the Perl manual,
 /// PostgreSQL administration). There the highest benign knowledge-base
-/// passage scores 0.453 and every knowledge-base passage with an injected
-/// instruction at least 0.537; the threshold sits between the two, and
-/// removes 0 of 67 knowledge-base passages and 7 of 11,060 corpus passages
-/// (0.06 %; `tests/document_mode.rs`, `SHOW_SCORES=1`). On the validation
+/// passage scores 0.447 and every knowledge-base passage with an injected
+/// instruction at least 0.520; the threshold sits between the two, and
+/// removes 0 of 67 knowledge-base passages and 16 of 11,060 corpus passages
+/// (0.14 %; `tests/document_mode.rs`, `SHOW_SCORES=1`). On the validation
 /// split's benign documents, hard negatives, code and multilingual text
 /// (whole documents up to 6,000 characters, chosen for attack vocabulary)
-/// it removes 0.65 %. Flags keep the passage and follow the mode.
+/// it removes 0.39 %. Flags keep the passage and follow the mode.
 pub fn retrieved_thresholds(strictness: Strictness) -> Thresholds {
     let t = default_thresholds(strictness);
     match strictness {

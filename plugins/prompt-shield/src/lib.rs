@@ -8,7 +8,9 @@
 //!    full-width and mathematical letters, Cyrillic/Greek lookalikes inside
 //!    Latin words, leetspeak, spaced-out letters, repeated punctuation.
 //! 2. [`decode`] finds base64/hex runs (and ROT13 when the text asks for it)
-//!    that decode to readable text; each payload is judged too.
+//!    that decode to readable text, and [`rewrite`] undoes what the
+//!    normaliser leaves (text written backwards, `()`/`€` leetspeak,
+//!    underscores for spaces, `i.g.n.o.r.e`); each payload is judged too.
 //! 3. [`model`] scores the normalised text with a logistic regression over
 //!    hashed character 3-5-grams, word 1-2-grams and a few hand features,
 //!    trained by `build.rs` from `data/*.jsonl` and compiled in as constants:
