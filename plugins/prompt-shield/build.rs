@@ -16,6 +16,8 @@ mod decode;
 mod features;
 #[path = "src/normalize.rs"]
 mod normalize;
+#[path = "src/rewrite.rs"]
+mod rewrite;
 
 use std::fmt::Write as _;
 use std::path::PathBuf;
@@ -35,7 +37,7 @@ fn featurise(text: &str) -> (Vec<(u32, f32)>, [f32; HAND]) {
     let mut buckets: Vec<u32> = Vec::with_capacity(norm.chars.len() * 4);
     features::for_each_gram(&norm.chars, |_, b| buckets.push(b as u32));
     buckets.sort_unstable();
-    let scale = 1.0 / (buckets.len().max(features::MIN_GRAMS) as f32).sqrt();
+    let scale = features::gram_scale(buckets.len());
     let mut sparse: Vec<(u32, f32)> = Vec::new();
     for b in buckets {
         match sparse.last_mut() {
@@ -49,7 +51,7 @@ fn featurise(text: &str) -> (Vec<(u32, f32)>, [f32; HAND]) {
 /// Windows of long benign texts, as the detector scores them (see `detect.rs`).
 fn windows(text: &str) -> Vec<String> {
     let chars: Vec<char> = text.chars().collect();
-    let (w, step) = (256, 512);
+    let (w, step) = (256, 256);
     let mut out = Vec::new();
     let mut start = 0;
     while chars.len() > w * 2 && start + w <= chars.len() {
@@ -83,15 +85,34 @@ fn load() -> Vec<(String, f32, String)> {
     rows
 }
 
+/// The intercept is fixed (not learnt): with mean-normalised n-grams a learnt
+/// intercept went strongly positive (the common words of the many benign
+/// documents took negative weights), so a short text of unfamiliar words
+/// scored as an attack. Fixed below zero, unknown text is benign until its
+/// n-grams say otherwise.
+const TRAIN_BIAS: bool = false;
+/// Train on every group of `data/` (see `main`).
+const TRAIN_ALL: bool = true;
+fn bias0() -> f32 {
+    knob("PS_BIAS0", -3.0)
+}
+
+/// A training constant, overridable from the environment for experiments
+/// (the committed model uses the defaults).
+fn knob(name: &str, default: f32) -> f32 {
+    println!("cargo:rerun-if-env-changed={name}");
+    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
 fn train(examples: &[Example]) -> (Vec<f32>, f32) {
     let mut w = vec![0.0f32; DIM];
     let mut g2 = vec![1e-6f32; DIM];
-    let (mut bias, mut bias_g2) = (0.0f32, 1e-6f32);
+    let (mut bias, mut bias_g2) = (bias0(), 1e-6f32);
     let lr = 0.5f32;
-    let lambda = 2e-5f32;
+    let lambda = knob("PS_LAMBDA", 1e-3);
     let mut order: Vec<usize> = (0..examples.len()).collect();
     let mut seed: u64 = 0x5eed;
-    for _epoch in 0..14 {
+    for _epoch in 0..knob("PS_EPOCHS", 14.0) as usize {
         // Fisher-Yates with a fixed LCG: deterministic.
         for i in (1..order.len()).rev() {
             seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
@@ -121,22 +142,27 @@ fn train(examples: &[Example]) -> (Vec<f32>, f32) {
                     step(BUCKETS + j, g * h);
                 }
             }
-            bias_g2 += g * g;
-            bias -= lr * g / bias_g2.sqrt();
+            if TRAIN_BIAS {
+                bias_g2 += g * g;
+                bias -= lr * g / bias_g2.sqrt();
+            }
         }
     }
     (w, bias)
 }
 
 fn main() {
-    for f in ["src/normalize.rs", "src/features.rs", "src/decode.rs", "build.rs"] {
+    for f in ["src/normalize.rs", "src/features.rs", "src/decode.rs", "src/rewrite.rs", "build.rs"] {
         println!("cargo:rerun-if-changed={f}");
     }
     let rows = load();
     let mut examples = Vec::new();
     let (mut pos, mut neg) = (0usize, 0usize);
     for (text, label, group) in &rows {
-        if features::held_out(group) {
+        // Since issue 31 the model is measured on `eval/heldout` (other
+        // sources); the internal split of `data/` is still there for
+        // `detection_report`, but training uses all of it when TRAIN_ALL.
+        if !TRAIN_ALL && features::held_out(group) {
             continue;
         }
         let mut texts = vec![text.clone()];
@@ -153,7 +179,7 @@ fn main() {
     // Balance the classes, with benign errors costing a little more (FPR matters).
     let (wp, wn) = if pos > 0 && neg > 0 {
         let n = (pos + neg) as f32;
-        (n / (2.0 * pos as f32), 1.3 * n / (2.0 * neg as f32))
+        (n / (2.0 * pos as f32), knob("PS_WNEG", 1.3) * n / (2.0 * neg as f32))
     } else {
         (1.0, 1.0)
     };

@@ -7,13 +7,12 @@
 //! The benign slice is `data/eval/system_benign.jsonl` (system prompts and
 //! prompt templates shipped in MIT-licensed PyPI packages; see
 //! `data/tools/build_system_benign.py`): it is never trained on. Recall is
-//! measured on the held-out attacks of `data/*.jsonl`, scored as if they came
-//! in a non-user role. A text counts as a false positive when its verdict is
+//! measured on the validation attacks of the frozen held-out set
+//! (`eval/heldout`), scored as if they came in a non-user role. A text counts as a false positive when its verdict is
 //! not `allow` (a flag counts), and the non-user thresholds must keep that at
 //! or below 1 % in every mode.
 
 use prompt_shield::detect::{self, Strictness, Thresholds};
-use prompt_shield::features;
 
 fn jsonl(path: &std::path::Path) -> Vec<serde_json::Value> {
     std::fs::read_to_string(path).unwrap_or_default().lines().filter_map(|l| serde_json::from_str(l).ok()).collect()
@@ -37,21 +36,17 @@ fn main() {
         })
         .collect();
     let mut attacks = Vec::new();
-    let mut files: Vec<_> = std::fs::read_dir(&data).map(|rd| rd.filter_map(|e| e.ok().map(|e| e.path())).collect()).unwrap_or_default();
-    files.retain(|p: &std::path::PathBuf| p.extension().is_some_and(|e| e == "jsonl"));
-    files.sort();
-    for f in files {
-        for v in jsonl(&f) {
-            let text = v["text"].as_str().unwrap_or_default();
-            let group = v["group"].as_str().unwrap_or(text);
-            if v["label"].as_i64() == Some(1) && features::held_out(group) {
-                attacks.push(gated(text));
-            }
+    // The frozen held-out set's validation attacks: the model trains on all
+    // of `data/`, so its own held-out groups are no longer unseen.
+    let heldout = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("eval/heldout/attacks.jsonl");
+    for v in jsonl(&heldout) {
+        if v["split"].as_str() == Some("validation") {
+            attacks.push(gated(v["text"].as_str().unwrap_or_default()));
         }
     }
     let chars: usize = benign.iter().map(|b| b.0.chars().count()).sum();
     println!(
-        "benign non-user slice: {} texts ({chars} characters); held-out attacks: {}; all scored in {:.1?}\n",
+        "benign non-user slice: {} texts ({chars} characters); held-out validation attacks: {}; all scored in {:.1?}\n",
         benign.len(),
         attacks.len(),
         started.elapsed()
@@ -81,7 +76,7 @@ fn main() {
         line("non-user rule", detect::context_thresholds(s), true);
     }
     println!("\nnon-user rule, threshold sweep:");
-    for thr in [0.6f32, 0.8, 0.9, 0.95, 0.97, 0.98, 0.99] {
+    for thr in [0.3f32, 0.4, 0.5, 0.6, 0.8, 0.9, 0.95, 0.97, 0.98, 0.99] {
         line(&format!(">= {thr:.2}"), Thresholds { block: thr, flag: thr }, true);
     }
     let mut sorted: Vec<f32> = benign.iter().map(|b| b.2).collect();

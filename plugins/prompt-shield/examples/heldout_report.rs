@@ -160,6 +160,37 @@ fn main() {
         println!("  {name:<26} {:>8.3} {:>8.3} {prec:>10.3}", atk.rate(tp), ben.rate(fp));
     }
 
+    // Issue 31's document/long-text slice: benign documents and every benign text of at least 2,000 characters.
+    let mut doc_long = Cell::default();
+    benign.iter().filter(|r| r.slice == "document" || r.chars >= 2000).for_each(|r| doc_long.add(r));
+    println!(
+        "  {:<26} {:>8} {:>8}   (benign documents and texts >= 2,000 chars, n={})",
+        "balanced, doc/long slice",
+        "",
+        format!("{:.3}", doc_long.rate(doc_long.bal_any)),
+        doc_long.n
+    );
+    println!("  {:<26} {:>8} {:>8}", "strict, doc/long slice", "", format!("{:.3}", doc_long.rate(doc_long.strict_any)));
+
+    // Document mode: stage `retrieved`, where a blocked passage is left out of the context.
+    let doc_like = |r: &Row| !r.label && ["document", "hard_negative", "code", "multilingual"].contains(&r.slice.as_str());
+    let docs: Vec<String> = rows.iter().filter(|r| doc_like(r)).map(|r| r.text.clone()).collect();
+    let indirect: Vec<String> = rows.iter().filter(|r| r.label && r.kind == "indirect").map(|r| r.text.clone()).collect();
+    println!("\nDocument mode (stage retrieved; a blocked passage is removed from the context):");
+    for (name, mode) in [("balanced", Strictness::Balanced), ("strict", Strictness::Strict)] {
+        let removed = |texts: &[String]| {
+            let out = inspect_texts(Stage::Retrieved, mode, "{}", texts);
+            out.iter().filter(|d| d.action == Action::Block).count() as f64 / texts.len().max(1) as f64
+        };
+        println!(
+            "  {name:<9} benign documents/passages removed {:.4} (n={})   indirect attacks removed {:.3} (n={})",
+            removed(&docs),
+            docs.len(),
+            removed(&indirect),
+            indirect.len()
+        );
+    }
+
     let auc = roc_auc(&rows);
     println!("\nScore: ROC-AUC {auc:.3}");
     for fpr in [0.01, 0.02, 0.05] {

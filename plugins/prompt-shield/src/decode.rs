@@ -1,6 +1,6 @@
 //! Finds payloads hidden in encodings and decodes them so the detector can
 //! read them too: base64 (standard and URL-safe, padding optional), hex runs,
-//! and ROT13 when the text asks for it. Only decodings that come out as
+//! ROT13 when the text asks for it, and the rewritings of [`crate::rewrite`]. Only decodings that come out as
 //! readable text count; images, hashes and random ids decode to noise and
 //! are dropped.
 //!
@@ -85,6 +85,11 @@ pub fn payloads(text: &str) -> Vec<String> {
     collect(text, 0, &mut out);
     if asks_rot13(text.as_bytes()) && out.len() < MAX_PAYLOADS {
         out.push(rot13(text));
+    }
+    for r in crate::rewrite::rewritings(text) {
+        if out.len() < MAX_PAYLOADS {
+            out.push(r);
+        }
     }
     out
 }

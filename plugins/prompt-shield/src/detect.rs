@@ -59,12 +59,21 @@ pub struct Thresholds {
     pub flag: f32,
 }
 
-/// Default thresholds, chosen on the held-out split (see the detection report).
+/// Default thresholds per strictness, as operating points chosen on the
+/// validation split of `eval/heldout` (issue 31; never on its test split):
+/// - `balanced`: flag where the recall of the former model is kept (benign
+///   flag rate, FPR, 4.5 % on validation), block at an FPR of 0.5 %;
+/// - `strict`: recall first, flag at an FPR of 6 % on validation, block where
+///   `balanced` blocks;
+/// - `monitor`: flags where `balanced` flags, never blocks.
+///
+/// The model's scores are flat in length (see `model.rs`), so the same
+/// thresholds hold for short prompts and long documents.
 pub fn default_thresholds(strictness: Strictness) -> Thresholds {
     match strictness {
-        Strictness::Monitor => Thresholds { block: f32::INFINITY, flag: 0.6 },
-        Strictness::Balanced => Thresholds { block: 0.8, flag: 0.6 },
-        Strictness::Strict => Thresholds { block: 0.6, flag: 0.4 },
+        Strictness::Monitor => Thresholds { block: f32::INFINITY, flag: BALANCED_FLAG },
+        Strictness::Balanced => Thresholds { block: BALANCED_BLOCK, flag: BALANCED_FLAG },
+        Strictness::Strict => Thresholds { block: STRICT_BLOCK, flag: STRICT_FLAG },
     }
 }
 
@@ -72,22 +81,68 @@ pub fn default_thresholds(strictness: Strictness) -> Thresholds {
 /// (system, assistant and developer messages, pass-through fields such as
 /// tool descriptions). Benign system prompts are full of imperatives ("You
 /// are…", "Never reveal…", "ignore…") that look like injections to a model
-/// trained on user prompts, so these sit higher than [`default_thresholds`]:
+/// trained on user prompts; [`decide_context`] counts a score only with
+/// evidence against the surrounding instructions, and these thresholds are
 /// chosen so that at most 1 % of the benign non-user slice
 /// (`data/eval/system_benign.jsonl`) is flagged in any mode
 /// (`examples/context_fpr.rs` measures it).
 ///
 /// Measured (flag counts as a false positive): 1 of the 159 benign texts
 /// (0.63 %, a crewai prompt that itself says "ignore all previous
-/// instructions") in every mode; 52.7 % of the held-out attacks are still
-/// caught in a non-user role (96.5 % as user text). Strict and balanced are
-/// the same here: any lower threshold already passes 1 %.
+/// instructions") in every mode; 39.3 % of the held-out validation attacks
+/// are still flagged in a non-user role (84.8 % as user text under
+/// `balanced`). Every flag threshold from 0.30 to 0.95 flags that same one
+/// text; the lowest keeps the most recall. A non-user text is blocked where a
+/// user text is (never at a lower score). Strict and balanced are the same
+/// here.
 pub fn context_thresholds(strictness: Strictness) -> Thresholds {
     match strictness {
-        Strictness::Monitor => Thresholds { block: f32::INFINITY, flag: 0.99 },
-        Strictness::Balanced | Strictness::Strict => Thresholds { block: 0.99, flag: 0.99 },
+        Strictness::Monitor => Thresholds { block: f32::INFINITY, flag: CONTEXT },
+        Strictness::Balanced | Strictness::Strict => Thresholds { block: CONTEXT.max(BALANCED_BLOCK), flag: CONTEXT },
     }
 }
+
+/// See [`context_thresholds`].
+const CONTEXT: f32 = 0.30;
+
+/// `balanced` flags here: validation FPR 0.045, where validation recall is
+/// 0.85, so that the mode keeps at least the recall it had before issue 31
+/// (0.778 on the test split; the test split measures a little below
+/// validation) at about a tenth of the false alarms.
+const BALANCED_FLAG: f32 = 0.2485;
+/// `balanced` blocks here: validation FPR 0.005 (a refusal needs a confident
+/// score; flags are reported and let through).
+const BALANCED_BLOCK: f32 = 0.7541;
+/// `strict` flags here: validation FPR 0.06.
+const STRICT_FLAG: f32 = 0.2178;
+/// `strict` blocks where `balanced` does.
+const STRICT_BLOCK: f32 = BALANCED_BLOCK;
+
+/// Document mode (stage `retrieved`: retrieved passages, tool results). A
+/// blocked passage is left out of the context, so the block threshold is set
+/// for a removal rate of at most 0.5 % of benign passages, on the passages a
+/// retriever actually returns: the bundled knowledge base
+/// (`examples/knowledge`, cut as `retriever-local` cuts it, a passage about
+/// Prompt Shield among them) and the retriever's evaluation corpora
+/// (`plugins/retriever-local/eval/heldout`: the Debian FAQ, the Perl manual,
+/// PostgreSQL administration). There the highest benign knowledge-base
+/// passage scores 0.447 and every knowledge-base passage with an injected
+/// instruction at least 0.520; the threshold sits between the two, and
+/// removes 0 of 67 knowledge-base passages and 16 of 11,060 corpus passages
+/// (0.14 %; `tests/document_mode.rs`, `SHOW_SCORES=1`). On the validation
+/// split's benign documents, hard negatives, code and multilingual text
+/// (whole documents up to 6,000 characters, chosen for attack vocabulary)
+/// it removes 0.39 %. Flags keep the passage and follow the mode.
+pub fn retrieved_thresholds(strictness: Strictness) -> Thresholds {
+    let t = default_thresholds(strictness);
+    match strictness {
+        Strictness::Monitor => t,
+        Strictness::Balanced | Strictness::Strict => Thresholds { block: RETRIEVED_BLOCK, flag: t.flag.min(RETRIEVED_BLOCK) },
+    }
+}
+
+/// See [`retrieved_thresholds`].
+const RETRIEVED_BLOCK: f32 = 0.49;
 
 /// Reason strings (value-free; the host shows the first in its 403 message).
 pub mod reason {
@@ -237,8 +292,14 @@ mod tests {
         assert_eq!(act(attack, Strictness::Strict), Action::Block);
         assert_eq!(act(attack, Strictness::Monitor), Action::Flag);
         for benign in ["hello there", "secret plan", "x", "Please email ann.lee@example.com about the invoice", "LEAK-SYSTEM now"] {
-            // Short texts the host's black-box tests send through every mode.
-            assert_eq!(act(benign, Strictness::Balanced), Action::Allow, "{benign}");
+            // Short texts the host's black-box tests send through every mode:
+            // none is blocked, and the ordinary ones are not flagged either
+            // ("LEAK-SYSTEM now", the mock upstream's trigger, and "secret
+            // plan" may be flagged: two loaded words and nothing else).
+            if !benign.starts_with("LEAK") && !benign.starts_with("secret") {
+                assert_eq!(act(benign, Strictness::Balanced), Action::Allow, "{benign}");
+            }
+            assert_ne!(act(benign, Strictness::Balanced), Action::Block, "{benign}");
             assert_ne!(act(benign, Strictness::Strict), Action::Block, "{benign}");
         }
     }

@@ -8,17 +8,27 @@
 //!    full-width and mathematical letters, Cyrillic/Greek lookalikes inside
 //!    Latin words, leetspeak, spaced-out letters, repeated punctuation.
 //! 2. [`decode`] finds base64/hex runs (and ROT13 when the text asks for it)
-//!    that decode to readable text; each payload is judged too.
+//!    that decode to readable text, and [`rewrite`] undoes what the
+//!    normaliser leaves (text written backwards, `()`/`€` leetspeak,
+//!    underscores for spaces, `i.g.n.o.r.e`); each payload is judged too.
 //! 3. [`model`] scores the normalised text with a logistic regression over
 //!    hashed character 3-5-grams, word 1-2-grams and a few hand features,
 //!    trained by `build.rs` from `data/*.jsonl` and compiled in as constants:
 //!    no training, no files and no expensive setup at run time, so a fresh
-//!    instance per call costs nothing extra. The best of the whole text and
-//!    its 256-character windows counts, so a sentence buried in a long
-//!    document is not diluted.
+//!    instance per call costs nothing extra. The whole text counts, and a
+//!    256-character window only as far as it stands out from the number of
+//!    windows (`model::combine`), so a sentence buried in a long document is
+//!    not diluted and long benign documents are not flagged for their length.
 //! 4. [`detect`] maps the score to an action by strictness (see
 //!    [`detect::default_thresholds`]): `monitor` only flags; `balanced` and
 //!    `strict` block above their block threshold and flag above the lower one.
+//!    The modes are operating points chosen on a validation split
+//!    (`eval/README.md`): `balanced` flags at a benign rate of at most 2 %
+//!    and blocks at 1 %; `strict` is recall-first, flagging at at most 6 % and
+//!    blocking where `balanced` blocks. Stage `retrieved` (document mode: retrieved passages,
+//!    tool results) has its own block threshold
+//!    ([`detect::retrieved_thresholds`]), at which at most 0.5 % of benign
+//!    passages are left out of the context.
 //!
 //! Reasons are value-free: `prompt injection detected` or `jailbreak attempt`,
 //! plus `encoded payload` and/or `obfuscated text` when they apply, and
@@ -49,6 +59,7 @@ pub mod model;
 pub mod normalize;
 #[cfg(test)]
 mod random_text;
+pub mod rewrite;
 
 use detect::{Decision, Strictness, Thresholds};
 use gatehouse_sdk::shield::exports::gatehouse::plugin::shield_api as api;
@@ -80,6 +91,15 @@ impl Config {
         }
     }
 
+    /// Whether the config overrides the thresholds of `strictness`.
+    pub fn overrides(&self, strictness: Strictness) -> bool {
+        self.thresholds.contains_key(match strictness {
+            Strictness::Monitor => "monitor",
+            Strictness::Balanced => "balanced",
+            Strictness::Strict => "strict",
+        })
+    }
+
     /// Thresholds for `strictness`: defaults, then overrides from the config.
     pub fn thresholds(&self, strictness: Strictness) -> Thresholds {
         let mut t = detect::default_thresholds(strictness);
@@ -108,13 +128,17 @@ pub fn inspect_texts(stage: detect::Stage, strictness: Strictness, config_json: 
     let cfg = Config::parse(config_json);
     let thresholds = cfg.thresholds(strictness);
     let context = detect::context_thresholds(strictness);
+    // Document mode has its own block threshold (`detect::retrieved_thresholds`),
+    // unless the config overrides the mode's thresholds.
+    let retrieved = if cfg.overrides(strictness) { thresholds } else { detect::retrieved_thresholds(strictness) };
     texts
         .iter()
         .enumerate()
         .map(|(i, t)| match stage {
             detect::Stage::Output => detect::decide_output(t, cfg.canary.as_deref(), strictness),
             detect::Stage::Input if cfg.non_user.get(i) == Some(&true) => detect::decide_context(t, context),
-            detect::Stage::Input | detect::Stage::Retrieved => detect::decide(t, thresholds),
+            detect::Stage::Input => detect::decide(t, thresholds),
+            detect::Stage::Retrieved => detect::decide(t, retrieved),
         })
         .collect()
 }
@@ -199,7 +223,7 @@ mod tests {
         let out = inspect_texts(Stage::Input, Strictness::Strict, r#"{"roles":["system","field"]}"#, &texts);
         assert_eq!(out[0].action, Action::Allow, "a system prompt under the non-user rule");
         assert_eq!(out[1].action, Action::Block, "an injection in a field");
-        assert_eq!(out[2].action, Action::Block, "no role given: the user rule");
+        assert_ne!(out[2].action, Action::Allow, "no role given: the user rule, which flags this system prompt");
     }
 
     #[test]

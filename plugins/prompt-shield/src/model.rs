@@ -1,9 +1,18 @@
 //! The linear model trained by `build.rs`, and how one text is scored with it.
 //!
-//! The score of a text is the logistic of the best of: the whole text, and
-//! every window of [`WINDOW`] characters (stride [`STRIDE`]), so one injected
-//! sentence in a long document is not diluted by the rest of it. Per-position
-//! weight sums and prefix sums make all windows cost one pass.
+//! A text's logit is its hand-feature term plus the larger of: the whole
+//! text's n-gram term, and its best window of [`WINDOW`] characters (stride
+//! [`STRIDE`]) discounted by [`WINDOW_OFFSET`] + [`WINDOW_LOG_PENALTY`] x
+//! ln(number of windows) (see [`combine`]). N-gram sums are divided by the
+//! n-gram count to the power [`features::GRAM_POWER`] (0.75). Issue 31: the
+//! former rule (the maximum over windows, square-root normalisation) flagged
+//! 51 % of benign texts over 2,000 characters, because the maximum of many
+//! noisy window scores grows with their number and a square-root-normalised
+//! sum grows with length; with this one the benign flag rate does not rise
+//! with length (validation split, `examples/shield_tune.rs`), and one
+//! injected paragraph in a long document still stands out through its
+//! window. Per-position weight sums and prefix sums make all windows cost
+//! one pass.
 
 use crate::features::{self, BUCKETS, HAND};
 use crate::normalize::{Normalized, normalize};
@@ -44,9 +53,21 @@ pub fn score_text(text: &str) -> TextScore {
     score_normalized(&normalize(text))
 }
 
-/// Score an already normalised text.
-pub fn score_normalized(norm: &Normalized) -> TextScore {
-    let hand = features::hand_features(norm);
+/// The pieces a text's score is combined from (public for the tuning and
+/// report programs): the intercept plus the hand features, the whole text's
+/// n-gram term, and every window's.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Parts {
+    /// Intercept plus hand-feature terms (whole text).
+    pub z_hand: f32,
+    /// N-gram term of the whole text.
+    pub whole: f32,
+    /// N-gram term of each window (empty when the text fits one window).
+    pub windows: Vec<f32>,
+}
+
+/// The n-gram terms of the whole text and of its windows.
+pub fn parts(norm: &Normalized, hand: &[f32; HAND]) -> Parts {
     let mut z_hand = weights::BIAS;
     for (h, w) in hand.iter().zip(weights::HAND_WEIGHTS.iter()) {
         z_hand += h * w;
@@ -58,24 +79,53 @@ pub fn score_normalized(norm: &Normalized) -> TextScore {
     let at = |p: usize| if p == n { sums[sums.len() - 1] } else { sums[p / STRIDE] };
     let range = |a: usize, b: usize| {
         let ((sa, ca), (sb, cb)) = (at(a), at(b));
-        let c = (cb - ca) as usize;
-        (sb - sa) / (c.max(features::MIN_GRAMS) as f32).sqrt()
+        (sb - sa) * features::gram_scale((cb - ca) as usize)
     };
-    let mut best = range(0, n);
+    let whole = range(0, n);
+    let mut windows = Vec::new();
     if n > WINDOW {
         let mut start = 0;
         while start < n {
             let end = (start + WINDOW).min(n);
-            best = best.max(range(start, end));
+            windows.push(range(start, end));
             if end == n {
                 break;
             }
             start += STRIDE;
         }
     }
+    Parts { z_hand, whole, windows }
+}
+
+/// How much a window must stand out, per natural log of the number of
+/// windows: the maximum of `k` noisy window scores grows like `log k`, so the
+/// best window is discounted by that much and the benign flag rate stays flat
+/// in length (chosen on the validation split, see `eval/README.md`).
+pub const WINDOW_LOG_PENALTY: f32 = 1.0;
+/// A window counts only this much above the whole text (a constant discount).
+pub const WINDOW_OFFSET: f32 = 0.5;
+
+/// The logit of a text from its parts: the whole text, or its best window
+/// discounted by `WINDOW_OFFSET + WINDOW_LOG_PENALTY * ln(windows)`.
+pub fn combine(p: &Parts) -> f32 {
+    let best = p.windows.iter().copied().fold(f32::NEG_INFINITY, f32::max);
+    let window =
+        if p.windows.is_empty() { f32::NEG_INFINITY } else { best - WINDOW_OFFSET - WINDOW_LOG_PENALTY * (p.windows.len() as f32).ln() };
+    p.z_hand + p.whole.max(window)
+}
+
+/// The logit is divided by this before the logistic: the model's logits run
+/// to +-40, and scores that round to 1.0 in `f32` leave no room for
+/// thresholds. A monotone map: it changes no ranking.
+pub const TEMPERATURE: f32 = 2.0;
+
+/// Score an already normalised text.
+pub fn score_normalized(norm: &Normalized) -> TextScore {
+    let hand = features::hand_features(norm);
+    let z = combine(&parts(norm, &hand));
     let t = &norm.tricks;
     TextScore {
-        score: sigmoid(z_hand + best),
+        score: sigmoid(z / TEMPERATURE),
         hand,
         obfuscated: t.invisible + t.compat + t.mixed_script_words + t.spaced_runs > 0 || t.leet_words >= 2,
     }

@@ -253,5 +253,20 @@ def main():
     write("external_benign.jsonl", [r for r in ext if r["label"] == 0])
 
 
+def long_documents():
+    """long_benign.jsonl / long_attacks.jsonl from long_docs.py (its docstring: sources, fetching)."""
+    import long_docs
+    sentences = list(A.INDIRECT) + list(A.DIRECT_OVERRIDE) + list(A.EXFIL) + list(A.EXTRACTION)
+    benign, attacks = long_docs.build(sentences)
+    if not benign:
+        print(f"long documents: nothing under {long_docs.SRC}; long_*.jsonl left as they are")
+        return
+    write("long_benign.jsonl", benign)
+    write("long_attacks.jsonl", attacks)
+
+
 if __name__ == "__main__":
-    main()
+    # `--long-only` rebuilds only long_*.jsonl (its own seeded RNG; the other files need the wheels of external()).
+    if "--long-only" not in sys.argv:
+        main()
+    long_documents()

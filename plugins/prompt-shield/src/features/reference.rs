@@ -52,7 +52,7 @@ pub(super) fn hand_features(norm: &Normalized) -> [f32; HAND] {
         cap(t.invisible, 3.0),
         cap(t.compat, 8.0),
         cap(t.mixed_script_words, 2.0),
-        cap(t.leet_words, 3.0),
+        super::leet_feature(t.leet_words, words.len()),
         cap(t.spaced_runs, 1.0),
         f32::from(u8::from(near(OVERRIDE_BIT, RULE_BIT, 6))),
         f32::from(u8::from(near(EXTRACT_BIT, SECRET_BIT, 5))),
