@@ -66,16 +66,20 @@ pub fn process_cache() -> &'static Mutex<MemoryCache> {
     &CACHE
 }
 
-/// A cache file in a folder, with the in-memory cache behind it.
+/// A cache file in a folder, with another cache (in memory) consulted first.
+/// It keeps only what the file held, and takes each entry out as a build
+/// uses it: the vectors themselves end up in the index, where
+/// [`DirCache::save`] reads them back, so a build never holds them twice.
 pub struct DirCache<'a> {
     path: PathBuf,
     model_hash: u64,
     dims: usize,
-    /// What the file held when opened.
+    /// What the file held when opened, less what this build has used.
     on_disk: FxHashMap<u128, Stored>,
-    /// Every vector of this build, in order of use (what the file will hold).
-    used: Vec<(u128, Stored)>,
-    /// Whether this build computed anything the file does not have.
+    loaded: usize,
+    /// The key of every vector of this build, in build order.
+    keys: Vec<u128>,
+    /// Whether this build computed a vector the file does not have.
     changed: bool,
     memory: &'a mut dyn VectorCache,
 }
@@ -90,30 +94,35 @@ impl<'a> DirCache<'a> {
         let path = dir.join(format!("{}.vec", file_stem(name)));
         let dims = model.dims();
         let on_disk = std::fs::read(&path).ok().and_then(|b| parse(&b, model.hash(), dims)).unwrap_or_default();
-        DirCache { path, model_hash: model.hash(), dims, changed: false, on_disk, used: Vec::new(), memory }
+        let loaded = on_disk.len();
+        DirCache { path, model_hash: model.hash(), dims, changed: false, on_disk, loaded, keys: Vec::new(), memory }
     }
 
     /// Vectors the file held when opened.
     pub fn loaded(&self) -> usize {
-        self.on_disk.len()
+        self.loaded
     }
 
-    /// Writes the file with exactly this build's vectors if the build
-    /// computed a new one or dropped an old one; `Ok(false)` if there was
-    /// nothing to write.
-    pub fn save(self) -> Result<bool, String> {
-        if !self.changed && self.used.len() == self.on_disk.len() {
+    /// Writes the file with exactly the vectors of the build that used this
+    /// cache (`vectors`, built through it), if that build computed a new one
+    /// or no longer has an old one; `Ok(false)` if there was nothing to write.
+    pub fn save(self, vectors: &dense::Vectors) -> Result<bool, String> {
+        if !self.changed && self.on_disk.is_empty() && self.keys.len() == self.loaded {
             return Ok(false);
         }
-        let mut out = Vec::with_capacity(20 + self.used.len() * (20 + self.dims));
+        if vectors.len() != self.keys.len() {
+            return Err(format!("vector cache {}: {} vectors built, {} keys seen", self.path.display(), vectors.len(), self.keys.len()));
+        }
+        let mut out = Vec::with_capacity(20 + self.keys.len() * (20 + self.dims));
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&VERSION.to_le_bytes());
         out.extend_from_slice(&self.model_hash.to_le_bytes());
         out.extend_from_slice(&(self.dims as u32).to_le_bytes());
-        for (key, v) in &self.used {
+        for (i, key) in self.keys.iter().enumerate() {
+            let (data, scale) = vectors.row(i);
             out.extend_from_slice(&key.to_le_bytes());
-            out.extend_from_slice(&v.scale.to_le_bytes());
-            out.extend(v.data.iter().map(|&x| x as u8));
+            out.extend_from_slice(&scale.to_le_bytes());
+            out.extend(data.iter().map(|&x| x as u8));
         }
         let tmp = self.path.with_extension("vec.tmp");
         let shown = self.path.display();
@@ -125,18 +134,22 @@ impl<'a> DirCache<'a> {
 
 impl VectorCache for DirCache<'_> {
     fn get(&mut self, key: u128) -> Option<Stored> {
-        let v = self.memory.get(key).or_else(|| self.on_disk.get(&key).cloned())?;
-        if !self.on_disk.contains_key(&key) {
-            self.changed = true;
-        }
-        self.used.push((key, v.clone()));
+        let from_disk = self.on_disk.remove(&key);
+        let v = match self.memory.get(key) {
+            Some(v) => {
+                self.changed |= from_disk.is_none();
+                v
+            }
+            None => from_disk?,
+        };
+        self.keys.push(key);
         Some(v)
     }
 
     fn put(&mut self, key: u128, v: &Stored) {
         self.changed = true;
         self.memory.put(key, v);
-        self.used.push((key, v.clone()));
+        self.keys.push(key);
     }
 }
 
@@ -190,7 +203,7 @@ mod tests {
         let loaded = cache.loaded();
         let v = Vectors::build(&model, texts.len(), |i, out| out.push_str(texts[i]), &mut cache);
         let rows: Vec<i8> = (0..v.len()).flat_map(|i| v.row(i).0.to_vec()).collect();
-        (rows, loaded, cache.save())
+        (rows, loaded, cache.save(&v))
     }
 
     #[test]

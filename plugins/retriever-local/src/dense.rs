@@ -115,9 +115,7 @@ impl Model {
         let i = id as usize;
         let w = weight * self.scales[i];
         let at = self.rows_at + i * self.dims;
-        for (a, &r) in acc.iter_mut().zip(&self.bytes[at..at + self.dims]) {
-            *a += w * f32::from(r as i8);
-        }
+        axpy_i8(w, &self.bytes[at..at + self.dims], acc);
     }
 
     /// WordPiece ids of one lower-cased word (no whitespace or punctuation).
@@ -357,6 +355,16 @@ pub fn quantise(q: &[f32]) -> (Vec<i8>, f32) {
     (q.iter().map(|x| (x * k).round() as i8).collect(), 1.0 / k)
 }
 
+/// `acc += w * row` (row: int8 components stored as bytes): embedding a
+/// passage is a few hundred of these. In wasm it is compiled with SIMD (see
+/// [`dot_i8`]), which LLVM uses for this loop as it is.
+#[cfg_attr(target_arch = "wasm32", target_feature(enable = "simd128"))]
+fn axpy_i8(w: f32, row: &[u8], acc: &mut [f32]) {
+    for (a, &r) in acc.iter_mut().zip(row) {
+        *a += w * f32::from(r as i8);
+    }
+}
+
 /// Integer dot product of two int8 vectors of equal length (a multiple of 16).
 #[cfg(not(target_arch = "wasm32"))]
 fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
@@ -372,15 +380,18 @@ fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
 #[cfg(target_arch = "wasm32")]
 #[target_feature(enable = "simd128")]
 fn dot_i8(a: &[i8], b: &[i8]) -> i32 {
-    let mut sum = 0i32;
+    use core::arch::wasm32::*;
+    let lanes = |c: &[i8]| -> v128 {
+        let c: &[i8; 16] = c.try_into().unwrap_or(&[0; 16]);
+        i8x16(c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7], c[8], c[9], c[10], c[11], c[12], c[13], c[14], c[15])
+    };
+    let mut sum = i32x4_splat(0);
     for (x, y) in a.chunks_exact(16).zip(b.chunks_exact(16)) {
-        let mut s = 0i32;
-        for i in 0..16 {
-            s += i32::from(x[i]) * i32::from(y[i]);
-        }
-        sum += s;
+        let (x, y) = (lanes(x), lanes(y));
+        sum = i32x4_add(sum, i32x4_dot_i16x8(i16x8_extend_low_i8x16(x), i16x8_extend_low_i8x16(y)));
+        sum = i32x4_add(sum, i32x4_dot_i16x8(i16x8_extend_high_i8x16(x), i16x8_extend_high_i8x16(y)));
     }
-    sum
+    i32x4_extract_lane::<0>(sum) + i32x4_extract_lane::<1>(sum) + i32x4_extract_lane::<2>(sum) + i32x4_extract_lane::<3>(sum)
 }
 
 #[cfg(test)]

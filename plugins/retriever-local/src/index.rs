@@ -357,6 +357,11 @@ impl Index {
         Index { analyzer, opts, docs, chunks, vocab, chunk_postings, doc_postings, chunk_avg, doc_avg, text_bytes, sequence, dense }
     }
 
+    /// The passages' dense vectors, in passage order, if the index has them.
+    pub fn vectors(&self) -> Option<&dense::Vectors> {
+        self.dense.as_ref().map(|d| &d.vectors)
+    }
+
     /// Counts describing the index.
     pub fn stats(&self) -> Stats {
         Stats { documents: self.docs.len(), passages: self.chunks.len(), terms: self.vocab.len(), text_bytes: self.text_bytes }

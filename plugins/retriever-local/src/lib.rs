@@ -66,14 +66,18 @@ pub fn build_from_config(cfg: &Config, name: &str) -> Result<(Index, walk::Walk)
         return Ok((Index::build_with(files, cfg.index.clone(), None), walked));
     };
     let model = dense::load(path)?;
-    let mut memory = cache::process_cache().lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    // The host builds each instance's index once (a change in the folder
+    // makes a new instance), so vectors kept in an instance's memory would
+    // never be asked for again: only a folder keeps them for the next build.
+    let mut memory = cache::MemoryCache::new(0);
     let Some(dir) = &cfg.vector_cache else {
-        return Ok((Index::build_with(files, cfg.index.clone(), Some((model, &mut *memory))), walked));
+        return Ok((Index::build_with(files, cfg.index.clone(), Some((model, &mut memory))), walked));
     };
-    let mut disk = cache::DirCache::open(Path::new(dir), name, &model, &mut *memory);
+    let mut disk = cache::DirCache::open(Path::new(dir), name, &model, &mut memory);
     let loaded = disk.loaded();
     let index = Index::build_with(files, cfg.index.clone(), Some((model, &mut disk)));
-    match disk.save() {
+    let Some(vectors) = index.vectors() else { return Ok((index, walked)) };
+    match disk.save(vectors) {
         Ok(wrote) => log(&format!("vector cache {dir}: {loaded} vectors read, file {}", if wrote { "rewritten" } else { "unchanged" })),
         // Not an error for retrieval: the vectors are in memory; the next build recomputes them.
         Err(e) => log(&format!("{e}; vectors will be recomputed at the next build")),
@@ -209,6 +213,40 @@ mod tests {
             let hits = index.search(question, 3);
             assert_eq!(hits.first().map(|h| h.source.as_str()), Some(page), "{question}: {hits:#?}");
         }
+    }
+
+    #[test]
+    fn an_index_that_names_a_model_is_hybrid_and_keeps_its_vectors_in_the_cache_folder() {
+        let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/knowledge/gatehouse");
+        let cache = std::env::temp_dir().join(format!("retriever-local-vec-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&cache);
+        std::fs::create_dir_all(&cache).expect("mkdir");
+        let json = serde_json::json!({
+            "root": root.to_string_lossy(),
+            "dense_model": dense::SHIPPED_MODEL,
+            "vector_cache": cache.to_string_lossy(),
+        });
+        let cfg = Config::parse(&json.to_string()).expect("config");
+        let (index, _) = build_from_config(&cfg, "docs/default").expect("build");
+        let file = cache.join("docs_default.vec");
+        let written = std::fs::read(&file).expect("the cache file is written");
+        let n = index.vectors().map(dense::Vectors::len).expect("a hybrid index");
+        assert!(n > 0 && written.len() == 20 + n * (20 + dense::load(dense::SHIPPED_MODEL).expect("model").dims()));
+        // A new instance (the same config) reads the file and leaves it as it is.
+        let modified = std::fs::metadata(&file).and_then(|m| m.modified()).expect("mtime");
+        let (again, _) = build_from_config(&cfg, "docs/default").expect("rebuild");
+        assert_eq!(std::fs::metadata(&file).and_then(|m| m.modified()).expect("mtime"), modified);
+        let q = "how many requests per minute may a key send";
+        assert_eq!(index.search(q, 3), again.search(q, 3));
+        std::fs::remove_dir_all(&cache).expect("cleanup");
+        // A cache folder that does not exist (or is read-only) only costs the write.
+        let cfg = Config::parse(&serde_json::json!({"root": root.to_string_lossy(), "dense_model": dense::SHIPPED_MODEL, "vector_cache": cache.to_string_lossy()}).to_string()).expect("config");
+        assert!(build_from_config(&cfg, "default").expect("build without a cache").0.vectors().is_some());
+        // A model that is not there is an error naming it.
+        let cfg = Config::parse(&serde_json::json!({"root": root.to_string_lossy(), "dense_model": "/models/none.bin"}).to_string())
+            .expect("config");
+        let err = build_from_config(&cfg, "default").err().expect("a missing model is an error");
+        assert!(err.contains("/models/none.bin"), "{err}");
     }
 
     #[test]
