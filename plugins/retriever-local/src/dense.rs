@@ -2,11 +2,13 @@
 //! all-MiniLM-L6-v2 (see `model/README.md`).
 //!
 //! The model file holds one int8 vector (with an f32 scale) per WordPiece
-//! token: the token run through the transformer once, mean-pooled, reduced by
-//! PCA. A text's vector is the IDF-weighted sum of its tokens' vectors,
-//! normalised; the IDF is counted over the index's own passages at build, so
-//! tokens that are everywhere in a corpus weigh little. No transformer runs at
-//! query time: embedding a query is a tokenisation and a weighted sum.
+//! token: the model's input token embeddings, reduced by PCA. A text's vector
+//! is the sum of its tokens' vectors weighted by [`token_weight`] (an inverse
+//! frequency read from the vocabulary's order, not counted over the corpus),
+//! normalised: it depends on the model file and the text alone, so it can be
+//! cached ([`crate::cache`]). No transformer runs at query time: embedding a
+//! query is a tokenisation and a weighted sum. The model is read from a file
+//! at run time ([`load`]), only for an index that names one.
 //!
 //! Tokenisation follows BERT's uncased tokenizer: lower-case, split on
 //! whitespace and punctuation, greedy longest-match WordPiece with `##`
