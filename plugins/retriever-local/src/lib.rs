@@ -152,7 +152,7 @@ impl api::Guest for RetrieverLocal {
             name: "retriever-local".into(),
             version: env!("CARGO_PKG_VERSION").into(),
             kind: PluginKind::Retriever,
-            description: "Local folder retriever: Markdown, text and HTML, BM25F over stemmed terms with heading sections".into(),
+            description: "Local folder retriever: Markdown, text and HTML, BM25F over stemmed terms with heading sections; hybrid with dense vectors where an index names a model".into(),
         }
     }
 
