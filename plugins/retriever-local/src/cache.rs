@@ -13,7 +13,11 @@
 //!   fails with a message the caller logs; retrieval works either way.
 //!
 //! File format (little-endian): `b"GHVC"`, u32 version = 1, u64 model hash,
-//! u32 dims, then records of (u128 key, f32 scale, dims × i8).
+//! u32 dims, then records of (u128 key, f32 scale, dims × i8), then the
+//! FNV-1a hash of everything before it (u64): a file that fails it (a torn
+//! write, two writers mixed) is an empty cache, never wrong vectors. Each
+//! writer uses its own temporary name, so the instances of one knowledge base
+//! never write into the same temporary file; the last rename wins.
 
 use std::path::{Path, PathBuf};
 use std::sync::{LazyLock, Mutex};
@@ -113,7 +117,7 @@ impl<'a> DirCache<'a> {
         if vectors.len() != self.keys.len() {
             return Err(format!("vector cache {}: {} vectors built, {} keys seen", self.path.display(), vectors.len(), self.keys.len()));
         }
-        let mut out = Vec::with_capacity(20 + self.keys.len() * (20 + self.dims));
+        let mut out = Vec::with_capacity(28 + self.keys.len() * (20 + self.dims));
         out.extend_from_slice(MAGIC);
         out.extend_from_slice(&VERSION.to_le_bytes());
         out.extend_from_slice(&self.model_hash.to_le_bytes());
@@ -124,7 +128,9 @@ impl<'a> DirCache<'a> {
             out.extend_from_slice(&scale.to_le_bytes());
             out.extend(data.iter().map(|&x| x as u8));
         }
-        let tmp = self.path.with_extension("vec.tmp");
+        let sum = dense::fnv64(dense::FNV_OFFSET, &out);
+        out.extend_from_slice(&sum.to_le_bytes());
+        let tmp = self.path.with_extension(format!("vec.{}.tmp", writer_id()));
         let shown = self.path.display();
         std::fs::write(&tmp, &out).map_err(|e| format!("cannot write the vector cache {shown}: {e}"))?;
         std::fs::rename(&tmp, &self.path).map_err(|e| format!("cannot write the vector cache {shown}: {e}"))?;
@@ -153,6 +159,16 @@ impl VectorCache for DirCache<'_> {
     }
 }
 
+/// An id for this writer's temporary file: the clock's nanoseconds and a
+/// per-process counter (instances are separate processes, each with its own
+/// counter, so the clock tells them apart).
+fn writer_id() -> String {
+    static COUNTER: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let t = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map_or(0, |d| d.as_nanos());
+    format!("{t:x}-{n}")
+}
+
 /// A file name from a knowledge base's name: letters, digits, `-` and `_`
 /// kept, anything else `_` (the name comes from the operator's config).
 fn file_stem(name: &str) -> String {
@@ -162,6 +178,10 @@ fn file_stem(name: &str) -> String {
 
 /// The records of a cache file, if it is one for this model and size.
 fn parse(b: &[u8], model_hash: u64, dims: usize) -> Option<FxHashMap<u128, Stored>> {
+    let (b, sum) = b.split_at_checked(b.len().checked_sub(8)?)?;
+    if dense::fnv64(dense::FNV_OFFSET, b) != u64::from_le_bytes(sum.try_into().ok()?) {
+        return None;
+    }
     if b.get(..4)? != MAGIC || u32::from_le_bytes(b.get(4..8)?.try_into().ok()?) != VERSION {
         return None;
     }
@@ -222,7 +242,9 @@ mod tests {
         assert_eq!(loaded, 2);
         let (_, loaded, _) = build(&dir, &[]);
         assert_eq!(loaded, 1);
-        assert!(dir.join("kb_one.vec").exists() && !dir.join("kb_one.vec.tmp").exists());
+        let names: Vec<String> =
+            std::fs::read_dir(&dir).expect("ls").map(|e| e.expect("entry").file_name().to_string_lossy().into_owned()).collect();
+        assert_eq!(names, ["kb_one.vec"], "no temporary file is left behind");
         std::fs::remove_dir_all(&dir).expect("cleanup");
     }
 
@@ -232,6 +254,12 @@ mod tests {
         std::fs::write(dir.join("kb_one.vec"), b"GHVC garbage").expect("write");
         let (v, loaded, saved) = build(&dir, &["Vacuum reclaims dead rows."]);
         assert_eq!((v.is_empty(), loaded, saved), (false, 0, Ok(true)));
+        // One flipped byte in a vector (a torn or mixed write): the file is not trusted.
+        let mut bytes = std::fs::read(dir.join("kb_one.vec")).expect("read");
+        bytes[40] ^= 1;
+        std::fs::write(dir.join("kb_one.vec"), &bytes).expect("write");
+        let (again, loaded, _) = build(&dir, &["Vacuum reclaims dead rows."]);
+        assert_eq!((loaded, again), (0, v.clone()));
         // A folder that cannot be written (as under today's read-only grant):
         // vectors are still computed, the save reports why it failed.
         let missing = dir.join("not-there");

@@ -240,10 +240,11 @@ pub fn text_key(model: &Model, text: &str) -> u128 {
     (u128::from(a) << 64) | u128::from(b)
 }
 
-const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
+/// FNV-1a's offset basis.
+pub const FNV_OFFSET: u64 = 0xcbf2_9ce4_8422_2325;
 
 /// FNV-1a, 64 bits: a stable hash (the same in every build and process).
-fn fnv64(offset: u64, bytes: &[u8]) -> u64 {
+pub fn fnv64(offset: u64, bytes: &[u8]) -> u64 {
     bytes.iter().fold(offset, |h, &b| (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3))
 }
 

@@ -231,7 +231,7 @@ mod tests {
         let file = cache.join("docs_default.vec");
         let written = std::fs::read(&file).expect("the cache file is written");
         let n = index.vectors().map(dense::Vectors::len).expect("a hybrid index");
-        assert!(n > 0 && written.len() == 20 + n * (20 + dense::load(dense::SHIPPED_MODEL).expect("model").dims()));
+        assert!(n > 0 && written.len() == 28 + n * (20 + dense::load(dense::SHIPPED_MODEL).expect("model").dims()));
         // A new instance (the same config) reads the file and leaves it as it is.
         let modified = std::fs::metadata(&file).and_then(|m| m.modified()).expect("mtime");
         let (again, _) = build_from_config(&cfg, "docs/default").expect("rebuild");
