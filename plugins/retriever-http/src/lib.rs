@@ -12,6 +12,19 @@
 //!   `multi_match` query over `fields`; each hit's `_source[source_field]`
 //!   (else `_id`) is the source, `_source[text_field]` the passage, `_score`
 //!   the score.
+//! - Hybrid (Elasticsearch 8.14 or later): with `knn_field` and `knn_model_id`
+//!   the same `_search` also runs a kNN search over the dense-vector field
+//!   `knn_field`, the query embedded by the cluster's own deployed model
+//!   (`query_vector_builder.text_embedding`), so the plugin needs no model.
+//!   `fusion = "rrf"` (default) combines the two with the `rrf` retriever
+//!   (reciprocal rank fusion, `rank_window_size` = `knn_candidates`);
+//!   `fusion = "sum"` sends the classic `query` + `knn` pair, whose scores the
+//!   cluster adds. Filters apply to both sides.
+//!
+//! Credentials: an API key is never in this config. The operator names an
+//! environment variable per header (`[plugins.settings.retriever-http]
+//! outbound_header_env = { authorization = "ES_AUTH" }`) and the host adds
+//! the header to every request this plugin sends; the plugin never sees it.
 //!
 //! The request building and response parsing are plain functions (sans-IO),
 //! unit-tested natively; only [`Remote::retrieve`] does I/O.
@@ -44,9 +57,36 @@ pub struct Config {
     /// `_source` field holding the document's path; `_id` when absent.
     #[serde(default = "default_source_field")]
     pub source_field: String,
+    /// Hybrid: the `dense_vector` field of the kNN side (with `knn_model_id`).
+    #[serde(default)]
+    pub knn_field: Option<String>,
+    /// Hybrid: the id of the text-embedding model deployed in the cluster.
+    #[serde(default)]
+    pub knn_model_id: Option<String>,
+    /// Hybrid: candidates per shard on the kNN side, and RRF's window.
+    #[serde(default = "default_knn_candidates")]
+    pub knn_candidates: u32,
+    /// Hybrid: how the two rankings are combined.
+    #[serde(default)]
+    pub fusion: Fusion,
     /// Guest path of a mounted folder (set by the host when the index has one); unused here.
     #[serde(default)]
     pub root: Option<String>,
+}
+
+/// How a hybrid query combines the lexical and the kNN ranking.
+#[derive(Debug, Default, Deserialize, PartialEq, Eq, Clone, Copy)]
+#[serde(rename_all = "lowercase")]
+pub enum Fusion {
+    /// Reciprocal rank fusion (the `rrf` retriever).
+    #[default]
+    Rrf,
+    /// The cluster adds the two scores (`query` + `knn`).
+    Sum,
+}
+
+fn default_knn_candidates() -> u32 {
+    50
 }
 
 #[derive(Debug, Default, Deserialize, PartialEq, Eq, Clone, Copy)]
@@ -79,6 +119,18 @@ pub fn config(json: &str) -> Result<Config, String> {
     if cfg.mode != Mode::Gatehouse && cfg.es_index.as_deref().is_none_or(str::is_empty) {
         return Err("`es_index` is required in elasticsearch mode".into());
     }
+    match (cfg.knn_field.as_deref(), cfg.knn_model_id.as_deref()) {
+        (None, None) => {}
+        (Some(f), Some(m)) if !f.is_empty() && !m.is_empty() => {
+            if cfg.mode != Mode::Elasticsearch {
+                return Err("a hybrid query (`knn_field`) needs mode = \"elasticsearch\"".into());
+            }
+            if !(1..=10_000).contains(&cfg.knn_candidates) {
+                return Err("`knn_candidates` must be from 1 to 10000".into());
+            }
+        }
+        _ => return Err("a hybrid query needs both `knn_field` and `knn_model_id`".into()),
+    }
     Ok(cfg)
 }
 
@@ -93,11 +145,37 @@ pub fn build_request(cfg: &Config, req: &RetrieveRequest) -> HttpRequest {
         Mode::Elasticsearch | Mode::Opensearch => {
             let es_index = cfg.es_index.as_deref().unwrap_or_default();
             let mut query = json!({"multi_match": {"query": req.query, "fields": cfg.fields}});
-            if !req.filters.is_empty() {
-                let terms: Vec<Value> = req.filters.iter().map(|(k, v)| json!({"term": {k: v}})).collect();
+            let terms: Vec<Value> = req.filters.iter().map(|(k, v)| json!({"term": {k: v}})).collect();
+            if !terms.is_empty() {
                 query = json!({"bool": {"must": query, "filter": terms}});
             }
-            (format!("{base}/{es_index}/_search"), json!({"size": req.k, "query": query, "_source": [cfg.text_field, cfg.source_field]}))
+            let source = json!([cfg.text_field, cfg.source_field]);
+            let body = match (&cfg.knn_field, &cfg.knn_model_id) {
+                (Some(field), Some(model)) => {
+                    let mut knn = json!({
+                        "field": field,
+                        "k": req.k.max(1),
+                        "num_candidates": cfg.knn_candidates.max(req.k),
+                        "query_vector_builder": {"text_embedding": {"model_id": model, "model_text": req.query}},
+                    });
+                    if !terms.is_empty() {
+                        knn["filter"] = json!(terms);
+                    }
+                    match cfg.fusion {
+                        Fusion::Sum => json!({"size": req.k, "query": query, "knn": knn, "_source": source}),
+                        Fusion::Rrf => json!({
+                            "size": req.k,
+                            "retriever": {"rrf": {
+                                "retrievers": [{"standard": {"query": query}}, {"knn": knn}],
+                                "rank_window_size": cfg.knn_candidates.max(req.k),
+                            }},
+                            "_source": source,
+                        }),
+                    }
+                }
+                _ => json!({"size": req.k, "query": query, "_source": source}),
+            };
+            (format!("{base}/{es_index}/_search"), body)
         }
     };
     HttpRequest {
@@ -138,11 +216,14 @@ pub fn parse_response(cfg: &Config, status: u16, body: &str, k: u32) -> Result<V
         Mode::Elasticsearch | Mode::Opensearch => {
             let hits = v.pointer("/hits/hits").and_then(Value::as_array).ok_or("the answer has no `hits.hits` array")?;
             hits.iter()
-                .filter_map(|h| {
+                .enumerate()
+                .filter_map(|(i, h)| {
                     let src = h.get("_source")?;
                     let text = src.get(&cfg.text_field).and_then(Value::as_str)?;
                     let source = src.get(&cfg.source_field).and_then(Value::as_str).or_else(|| h.get("_id").and_then(Value::as_str))?;
-                    let score = h.get("_score").and_then(Value::as_f64).unwrap_or(0.0);
+                    // Rank fusion may answer `_score: null` (older clusters put the
+                    // rank in `_rank`): keep the cluster's order then.
+                    let score = h.get("_score").and_then(Value::as_f64).unwrap_or(1.0 / (i as f64 + 1.0));
                     Some(Document { source: source.to_owned(), passage: cut(text), score: score as f32 })
                 })
                 .collect()
@@ -236,6 +317,49 @@ mod tests {
         let docs = parse_response(&cfg, 200, answer, 5).expect("docs");
         let got: Vec<(&str, f32)> = docs.iter().map(|d| (d.source.as_str(), d.score)).collect();
         assert_eq!(got, [("billing/refunds.md", 3.0), ("2", 1.0)]);
+    }
+
+    #[test]
+    fn elasticsearch_hybrid_query_fuses_bm25_and_knn_with_the_clusters_model() {
+        let cfg = config(
+            r#"{"url": "https://es:9200", "mode": "elasticsearch", "es_index": "kb", "knn_field": "vec", "knn_model_id": "e5-small", "knn_candidates": 80}"#,
+        )
+        .expect("cfg");
+        let body: Value = serde_json::from_str(&build_request(&cfg, &req(4)).body).expect("json");
+        let rrf = &body["retriever"]["rrf"];
+        assert_eq!(rrf["rank_window_size"], 80);
+        assert_eq!(rrf["retrievers"][0]["standard"]["query"]["bool"]["must"]["multi_match"]["query"], "how do refunds work");
+        let knn = &rrf["retrievers"][1]["knn"];
+        assert_eq!((knn["field"].as_str(), knn["k"].as_u64(), knn["num_candidates"].as_u64()), (Some("vec"), Some(4), Some(80)));
+        assert_eq!(knn["query_vector_builder"]["text_embedding"], json!({"model_id": "e5-small", "model_text": "how do refunds work"}));
+        assert_eq!(knn["filter"][0], json!({"term": {"lang": "en"}}), "filters apply to the kNN side too");
+        assert!(body.get("query").is_none() && body["size"] == 4);
+        // Linear: the cluster adds the scores of `query` and `knn`.
+        let cfg = config(
+            r#"{"url": "https://es:9200", "mode": "elasticsearch", "es_index": "kb", "knn_field": "vec", "knn_model_id": "e5-small", "fusion": "sum"}"#,
+        )
+        .expect("cfg");
+        let body: Value = serde_json::from_str(&build_request(&cfg, &req(4)).body).expect("json");
+        assert_eq!((body["knn"]["field"].as_str(), body["knn"]["num_candidates"].as_u64()), (Some("vec"), Some(50)));
+        assert!(body["query"]["bool"].is_object() && body.get("retriever").is_none());
+        // An RRF answer without scores keeps the cluster's order.
+        let answer = r#"{"hits": {"hits": [
+            {"_id": "a", "_score": null, "_rank": 1, "_source": {"content": "first", "path": "a.md"}},
+            {"_id": "b", "_score": null, "_rank": 2, "_source": {"content": "second", "path": "b.md"}}]}}"#;
+        let docs = parse_response(&cfg, 200, answer, 4).expect("docs");
+        assert_eq!(docs.iter().map(|d| d.source.as_str()).collect::<Vec<_>>(), ["a.md", "b.md"]);
+    }
+
+    #[test]
+    fn hybrid_config_is_checked() {
+        let base = r#""url": "http://es:9200", "es_index": "kb""#;
+        let err = |extra: &str| config(&format!("{{{base}, {extra}}}")).expect_err(extra);
+        assert!(err(r#""mode": "elasticsearch", "knn_field": "vec""#).contains("knn_model_id"));
+        assert!(err(r#""mode": "opensearch", "knn_field": "vec", "knn_model_id": "m""#).contains("elasticsearch"));
+        assert!(err(r#""mode": "elasticsearch", "knn_field": "vec", "knn_model_id": "m", "knn_candidates": 0"#).contains("knn_candidates"));
+        assert!(
+            err(r#""mode": "elasticsearch", "knn_field": "vec", "knn_model_id": "m", "fusion": "max""#).contains("unknown variant `max`")
+        );
     }
 
     #[test]

@@ -1,18 +1,27 @@
-//! Retrieval quality of retriever-local against plain BM25 (whole pages and
-//! 300-word chunks) on the tuning corpus and the held-out corpora.
+//! Retrieval quality of retriever-local (lexical, dense only, hybrid) against
+//! plain BM25 (whole pages and 300-word chunks) on the tuning corpus and the
+//! held-out corpora.
 //!
 //! `cargo run --release -p retriever-local --example quality_report`
+//!
+//! `... --example quality_report -- tune` sweeps the hybrid parameters
+//! (passage size, fusion) on the tuning corpus only (the held-out corpora
+//! are never looked at).
 //!
 //! Corpora, questions and method: `plugins/retriever-local/eval/README.md`.
 
 use retriever_local::{Options, eval};
 
 fn main() {
+    if std::env::args().nth(1).as_deref() == Some("tune") {
+        tune();
+        return;
+    }
     println!("page-level, top_k {}; a page counts if it is among the question's answering pages", eval::TOP_K);
     println!("| corpus | ranker | recall@1 | recall@3 | MRR@3 |");
     println!("|---|---|---|---|---|");
     for c in eval::corpora() {
-        let row = match eval::report_corpus(&c, &Options::default()) {
+        let row = match eval::report_corpus(&c, &Options::default(), &eval::hybrid_options()) {
             Ok(r) => r,
             Err(e) => {
                 eprintln!("quality_report: {e}");
@@ -22,6 +31,28 @@ fn main() {
         let label = format!("{}{} ({} q)", row.corpus, if row.tuning { ", tuning" } else { "" }, row.rankers[0].1.questions);
         for (name, m) in &row.rankers {
             println!("| {label} | {name} | {:.3} | {:.3} | {:.3} |", m.recall_at_1, m.recall_at_3, m.mrr_at_3);
+        }
+    }
+}
+
+/// Passage size and fusion parameters on the tuning corpus.
+fn tune() {
+    let c = eval::corpora().into_iter().find(|c| c.tuning).expect("a tuning corpus");
+    println!("tuning corpus {}: hybrid recall@1 / recall@3 / MRR@3 (dense only beside)", c.name);
+    let fusion: Vec<(f32, f32)> = [10.0, 30.0, 60.0]
+        .into_iter()
+        .flat_map(|k| [0.25, 0.5, 1.0, 1.5].map(|w| (k, w)))
+        .chain([0.5, 1.0, 2.0, 3.0, 4.0, 6.0, 8.0].map(|w| (0.0, w)))
+        .collect();
+    for chunk_words in [60, 100, 150, 200, 250, 300, 400] {
+        for &(rrf_k, dense_weight) in &fusion {
+            let hybrid = Options { chunk_words, dense_weight, rrf_k, ..eval::hybrid_options() };
+            let row = eval::report_corpus(&c, &Options::default(), &hybrid).expect("evaluation data");
+            let (h, d) = (row.get(eval::HYBRID).expect("hybrid"), row.get(eval::DENSE).expect("dense"));
+            println!(
+                "chunk_words {chunk_words:>3} rrf_k {rrf_k:>4} (0 = linear) dense_weight {dense_weight:>4}: {:.3} / {:.3} / {:.3}   (dense only {:.3} / {:.3} / {:.3})",
+                h.recall_at_1, h.recall_at_3, h.mrr_at_3, d.recall_at_1, d.recall_at_3, d.mrr_at_3
+            );
         }
     }
 }

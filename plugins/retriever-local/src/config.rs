@@ -4,7 +4,7 @@
 //! | key                | default    | meaning                                                   |
 //! |--------------------|------------|-----------------------------------------------------------|
 //! | `root`             | (required) | guest path of the mounted folder, set by the host         |
-//! | `chunk_words`      | 100        | maximum words per passage (8 ..= 2000)                    |
+//! | `chunk_words`      | 100 (300 with `dense_model`) | maximum words per passage (8 ..= 2000)  |
 //! | `overlap_words`    | 30         | words repeated when a passage is cut mid-paragraph        |
 //! | `max_file_bytes`   | 2097152    | larger files are skipped                                  |
 //! | `max_files`        | 50000      | files read at most                                        |
@@ -14,6 +14,10 @@
 //! | `document_weight`  | 0.5        | weight of the whole-page score added to each passage      |
 //! | `proximity_weight` | 1.0        | bonus for query terms found near each other in a passage  |
 //! | `max_passage_chars`| 2000       | a returned passage is cut to this many characters         |
+//! | `dense_model`      | (none)     | hybrid retrieval: path of the model file inside the plugin (a folder the operator grants read-only); unset = lexical only, no model loaded |
+//! | `dense_weight`     | 4.0        | hybrid: weight of the dense ranking; 0 = lexical only     |
+//! | `rrf_k`            | 0          | hybrid fusion: RRF constant, 0 = linear score fusion      |
+//! | `vector_cache`     | (none)     | folder for the cached passage vectors (one file per knowledge base); read-only or missing = vectors are recomputed at each build |
 //!
 //! Unknown keys are ignored (the host may add its own); a known key with a
 //! wrong type or out of range is an error naming the key.
@@ -34,6 +38,8 @@ pub struct Config {
     pub limits: Limits,
     /// Maximum characters of a returned passage.
     pub max_passage_chars: usize,
+    /// Folder of the vector cache files, if any.
+    pub vector_cache: Option<String>,
 }
 
 impl Config {
@@ -45,7 +51,11 @@ impl Config {
             Some(Value::String(s)) if !s.is_empty() => s.clone(),
             _ => return Err("config-json needs \"root\": the folder of the knowledge base".into()),
         };
-        let d = Options::default();
+        let dense_model = string(m, "dense_model")?;
+        let d = match &dense_model {
+            Some(model) => Options::hybrid(model),
+            None => Options::default(),
+        };
         let l = Limits::default();
         let index = Options {
             chunk_words: int(m, "chunk_words", d.chunk_words as u64, 8, 2000)? as usize,
@@ -54,6 +64,9 @@ impl Config {
             heading_weight: num(m, "heading_weight", d.heading_weight)?,
             document_weight: num(m, "document_weight", d.document_weight)?,
             proximity_weight: num(m, "proximity_weight", d.proximity_weight)?,
+            dense_model,
+            dense_weight: num(m, "dense_weight", d.dense_weight)?,
+            rrf_k: num(m, "rrf_k", d.rrf_k)?,
             ..d
         };
         let limits = Limits {
@@ -62,7 +75,8 @@ impl Config {
             max_total_bytes: int(m, "max_total_bytes", l.max_total_bytes, 1, u64::MAX)?,
         };
         let max_passage_chars = int(m, "max_passage_chars", 2000, 100, 1_000_000)? as usize;
-        Ok(Config { root, index, limits, max_passage_chars })
+        let vector_cache = string(m, "vector_cache")?;
+        Ok(Config { root, index, limits, max_passage_chars, vector_cache })
     }
 }
 
@@ -73,6 +87,14 @@ fn int(m: &Map<String, Value>, key: &str, default: u64, min: u64, max: u64) -> R
             .as_u64()
             .filter(|n| (min..=max).contains(n))
             .ok_or_else(|| format!("config key {key:?} must be an integer from {min} to {max}, got {v}")),
+    }
+}
+
+fn string(m: &Map<String, Value>, key: &str) -> Result<Option<String>, String> {
+    match m.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) if !s.is_empty() => Ok(Some(s.clone())),
+        Some(v) => Err(format!("config key {key:?} must be a non-empty string (a path), got {v}")),
     }
 }
 
@@ -108,5 +130,16 @@ mod tests {
         assert!(Config::parse("nope").expect_err("not json").contains("JSON"));
         assert!(Config::parse(r#"{"root": "/kb", "chunk_words": 3}"#).expect_err("range").contains("chunk_words"));
         assert!(Config::parse(r#"{"root": "/kb", "title_weight": "x"}"#).expect_err("type").contains("title_weight"));
+        assert!(Config::parse(r#"{"root": "/kb", "dense_model": 3}"#).expect_err("type").contains("dense_model"));
+        assert!(Config::parse(r#"{"root": "/kb", "vector_cache": ""}"#).expect_err("empty").contains("vector_cache"));
+    }
+
+    #[test]
+    fn dense_retrieval_is_off_unless_an_index_names_a_model() {
+        let c = Config::parse(r#"{"root": "/kb"}"#).expect("config");
+        assert_eq!((c.index.dense_model, c.vector_cache), (None, None));
+        let c = Config::parse(r#"{"root": "/kb", "dense_model": "/models/m.bin", "vector_cache": "/cache"}"#).expect("config");
+        assert_eq!(c.index, Options::hybrid("/models/m.bin"));
+        assert_eq!(c.vector_cache.as_deref(), Some("/cache"));
     }
 }

@@ -15,8 +15,10 @@
 //! so distinct documents fill the top unless one document is far better.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use crate::chunk;
+use crate::dense;
 use crate::extract;
 use rustc_hash::FxHashMap;
 
@@ -26,7 +28,8 @@ use crate::text::{Analyzer, is_stop_word, raw_tokens};
 /// textbook BM25 values; 100-word passages are the size DPR (Karpukhin et
 /// al., 2020) used. `chunk_words` was chosen after trying 60-300 on the
 /// evaluation set (see `eval/README.md` for the sensitivity table); the
-/// weights were set before and left alone.
+/// weights were set before and left alone. The hybrid options (linear fusion,
+/// dense weight 4) were chosen on the tuning corpus only (`model/README.md`).
 #[derive(Debug, Clone, PartialEq)]
 pub struct Options {
     /// Maximum words per passage.
@@ -46,6 +49,33 @@ pub struct Options {
     /// Weight of the proximity bonus: query terms adjacent in the query that
     /// occur near each other in a passage (see [`PROXIMITY_WINDOW`]).
     pub proximity_weight: f32,
+    /// Hybrid retrieval: the model file (a path the plugin can read) whose
+    /// token embeddings give the passages' dense vectors. `None` (the
+    /// default) = lexical only: no model is read, no vector built, so an
+    /// index that does not ask for dense retrieval costs nothing more.
+    pub dense_model: Option<String>,
+    /// Weight of the dense ranking in the fusion; 0 = lexical only.
+    pub dense_weight: f32,
+    /// Weight of the lexical ranking in the fusion (0 = dense only, for the
+    /// evaluation); used only when `dense_weight` > 0.
+    pub lexical_weight: f32,
+    /// The constant k of reciprocal rank fusion: a document at rank r
+    /// scores weight / (k + r). 0 = linear fusion instead: a document scores
+    /// `lexical_weight * lexical / best lexical + dense_weight * cosine`.
+    pub rrf_k: f32,
+}
+
+/// Passage size of a hybrid index unless its config sets one: chosen on the
+/// tuning corpus (hybrid MRR@3 0.847 at 300 words, 0.842 at 100; lexical-only
+/// indexes keep 100, see `eval/README.md`). Larger passages also mean fewer
+/// vectors to scan per query.
+pub const HYBRID_CHUNK_WORDS: usize = 300;
+
+impl Options {
+    /// The default options of a hybrid index with the model at `model`.
+    pub fn hybrid(model: &str) -> Options {
+        Options { dense_model: Some(model.to_owned()), chunk_words: HYBRID_CHUNK_WORDS, ..Options::default() }
+    }
 }
 
 impl Default for Options {
@@ -59,6 +89,10 @@ impl Default for Options {
             k1: 1.2,
             b: 0.75,
             proximity_weight: 1.0,
+            dense_model: None,
+            dense_weight: 4.0,
+            lexical_weight: 1.0,
+            rrf_k: 0.0,
         }
     }
 }
@@ -144,7 +178,18 @@ pub struct Index {
     text_bytes: usize,
     /// Body term ids of every passage, in text order (for proximity).
     sequence: Vec<u32>,
+    /// The model and the passages' dense vectors (hybrid retrieval), when enabled.
+    dense: Option<Dense>,
 }
+
+/// The dense side of a hybrid index.
+struct Dense {
+    model: Arc<dense::Model>,
+    vectors: dense::Vectors,
+}
+
+/// Documents taken from each ranking into the fusion.
+const FUSION_DEPTH: usize = 100;
 
 /// Term ids during a build: the stemmed vocabulary, and a cache from raw
 /// token to term id so that each distinct word is stemmed once.
@@ -217,8 +262,28 @@ impl Counter {
 
 impl Index {
     /// Builds an index from `(relative path, text)` pairs. Files whose
-    /// extension is not Markdown, text or HTML are ignored.
+    /// extension is not Markdown, text or HTML are ignored. With
+    /// `opts.dense_model`, vectors come from (and go to) the process's
+    /// in-memory cache.
+    ///
+    /// # Panics
+    /// If `opts.dense_model` names a file that is not a model: this is for
+    /// tests and tools; the component loads the model itself and calls
+    /// [`Index::build_with`].
     pub fn build<I, P, T>(files: I, opts: Options) -> Index
+    where
+        I: IntoIterator<Item = (P, T)>,
+        P: AsRef<str>,
+        T: AsRef<str>,
+    {
+        let model = opts.dense_model.as_deref().map(|p| dense::load(p).unwrap_or_else(|e| panic!("{e}")));
+        let mut cache = crate::cache::process_cache().lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        Index::build_with(files, opts, model.map(|m| (m, &mut *cache as &mut dyn dense::VectorCache)))
+    }
+
+    /// [`Index::build`] with the dense model already loaded and the vector
+    /// cache to use; `dense = None` (or `dense_weight` 0) builds a lexical index.
+    pub fn build_with<I, P, T>(files: I, opts: Options, dense: Option<(Arc<dense::Model>, &mut dyn dense::VectorCache)>) -> Index
     where
         I: IntoIterator<Item = (P, T)>,
         P: AsRef<str>,
@@ -273,7 +338,28 @@ impl Index {
         let doc_avg = averages(docs.iter().map(|d| d.lens));
         let mut sequence = chunk_counter.sequence.take().unwrap_or_default();
         sequence.shrink_to_fit();
-        Index { analyzer, opts, docs, chunks, vocab, chunk_postings, doc_postings, chunk_avg, doc_avg, text_bytes, sequence }
+        let dense = dense.filter(|_| opts.dense_weight > 0.0).map(|(model, cache)| {
+            let vectors = dense::Vectors::build(
+                &model,
+                chunks.len(),
+                |i, out| {
+                    let c: &Chunk = &chunks[i];
+                    out.push_str(&docs[c.doc as usize].title);
+                    out.push('\n');
+                    out.push_str(&c.heading);
+                    out.push('\n');
+                    out.push_str(&c.text);
+                },
+                cache,
+            );
+            Dense { model, vectors }
+        });
+        Index { analyzer, opts, docs, chunks, vocab, chunk_postings, doc_postings, chunk_avg, doc_avg, text_bytes, sequence, dense }
+    }
+
+    /// The passages' dense vectors, in passage order, if the index has them.
+    pub fn vectors(&self) -> Option<&dense::Vectors> {
+        self.dense.as_ref().map(|d| &d.vectors)
     }
 
     /// Counts describing the index.
@@ -294,7 +380,13 @@ impl Index {
         // hashbrown: one control byte plus the entry per bucket, buckets ≈ capacity * 8/7.
         let vocab = self.vocab.capacity() * 8 / 7 * (std::mem::size_of::<(String, u32)>() + 1)
             + self.vocab.keys().map(String::capacity).sum::<usize>();
-        lists(&self.chunk_postings) + lists(&self.doc_postings) + docs + chunks + vocab + self.sequence.capacity() * 4
+        lists(&self.chunk_postings)
+            + lists(&self.doc_postings)
+            + docs
+            + chunks
+            + vocab
+            + self.sequence.capacity() * 4
+            + self.dense.as_ref().map_or(0, |d| d.vectors.memory_bytes())
     }
 
     /// Up to `k` passages for `query`, best first, distinct documents first.
@@ -307,6 +399,89 @@ impl Index {
         if k == 0 || self.chunks.is_empty() {
             return Vec::new();
         }
+        // Filter verdict per document: 0 = not asked, 1 = keep, 2 = drop.
+        let mut allowed: Vec<u8> = vec![0; self.docs.len()];
+        let mut keep_doc = |doc: u32| {
+            let verdict = &mut allowed[doc as usize];
+            if *verdict == 0 {
+                *verdict = if keep(&self.docs[doc as usize].source) { 1 } else { 2 };
+            }
+            *verdict == 1
+        };
+        if self.dense.is_some() {
+            return self.search_hybrid(query, k, &mut keep_doc);
+        }
+        let Some((firsts, scored)) = self.lexical(query, &mut keep_doc) else { return Vec::new() };
+        self.pick(firsts, scored, k)
+    }
+
+    /// Hybrid: the lexical and the dense document rankings fused by
+    /// reciprocal rank; each document is represented by its best lexical
+    /// passage (its best dense one if only the dense ranking found it).
+    /// Results are distinct documents. A query with no word but stop words
+    /// finds nothing, as in lexical search; a query whose words are all
+    /// unknown to the index may still find documents through the dense side.
+    fn search_hybrid(&self, query: &str, k: usize, keep_doc: &mut dyn FnMut(u32) -> bool) -> Vec<Hit> {
+        let o = &self.opts;
+        if self.analyzer.terms(query).next().is_none() {
+            return Vec::new();
+        }
+        let Some(Dense { model, vectors }) = &self.dense else { return Vec::new() };
+        let mut lexical =
+            if o.lexical_weight > 0.0 { self.lexical(query, keep_doc).map(|(f, _)| f).unwrap_or_default() } else { Vec::new() };
+        top_k(&mut lexical, FUSION_DEPTH);
+        let mut ids = Vec::new();
+        dense::Tokenizer::new(model).tokens(query, &mut ids);
+        let mut q = vec![0f32; model.dims()];
+        dense::embed_into(model, &ids, &mut q);
+        let (q, q_scale) = dense::quantise(&q);
+        let mut best: Vec<(f32, u32)> = vec![(f32::NEG_INFINITY, u32::MAX); self.docs.len()];
+        if q_scale > 0.0 {
+            for (c, chunk) in self.chunks.iter().enumerate() {
+                let c = c as u32;
+                let e = &mut best[chunk.doc as usize];
+                let s = vectors.dot(&q, q_scale, c as usize);
+                if (e.1 == u32::MAX || better((s, c), *e)) && keep_doc(chunk.doc) {
+                    *e = (s, c);
+                }
+            }
+        }
+        let mut dense: Vec<(f32, u32)> = best.iter().copied().filter(|e| e.1 != u32::MAX).collect();
+        let best_dense = best;
+        top_k(&mut dense, FUSION_DEPTH);
+        // doc -> (fused score, representative passage)
+        let mut fused: FxHashMap<u32, (f32, u32)> = FxHashMap::default();
+        if o.rrf_k > 0.0 {
+            for (weight, list) in [(o.lexical_weight, &lexical), (o.dense_weight, &dense)] {
+                for (rank, &(_, c)) in list.iter().enumerate() {
+                    let e = fused.entry(self.chunks[c as usize].doc).or_insert((0.0, c));
+                    e.0 += weight / (o.rrf_k + rank as f32 + 1.0);
+                }
+            }
+        } else {
+            let top = lexical.first().map_or(1.0, |f| f.0.max(f32::MIN_POSITIVE));
+            for &(s, c) in &lexical {
+                fused.insert(self.chunks[c as usize].doc, (o.lexical_weight * s / top, c));
+            }
+            for &(_, c) in &dense {
+                fused.entry(self.chunks[c as usize].doc).or_insert((0.0, c));
+            }
+            for (doc, e) in &mut fused {
+                let (s, _) = best_dense[*doc as usize];
+                if s.is_finite() {
+                    e.0 += o.dense_weight * s;
+                }
+            }
+        }
+        let mut picked: Vec<(f32, u32)> = fused.into_values().collect();
+        top_k(&mut picked, k);
+        picked.into_iter().map(|(score, c)| self.hit(c, score)).collect()
+    }
+
+    /// Lexical scores: the best passage of every matching document (with its
+    /// final score), and every scored passage; `None` if no query term is known.
+    #[allow(clippy::type_complexity)]
+    fn lexical(&self, query: &str, keep_doc: &mut dyn FnMut(u32) -> bool) -> Option<(Vec<(f32, u32)>, Vec<(f32, u32)>)> {
         // Query terms in order; an unknown term breaks adjacency.
         let in_order: Vec<Option<u32>> = self.analyzer.terms(query).map(|t| self.vocab.get(&t).copied()).collect();
         let mut pairs: Vec<(u32, u32)> = in_order
@@ -322,7 +497,7 @@ impl Index {
         terms.sort_unstable();
         terms.dedup();
         if terms.is_empty() {
-            return Vec::new();
+            return None;
         }
         let o = &self.opts;
         let weights = [o.title_weight, o.heading_weight, 1.0];
@@ -352,19 +527,13 @@ impl Index {
             }
         }
         // Final passage scores; the best passage of each document.
-        // Dense per-document state: best (score, passage), u32::MAX = none yet;
-        // filter verdict 0 = not asked, 1 = keep, 2 = drop.
+        // Dense per-document state: best (score, passage), u32::MAX = none yet.
         let mut best: Vec<(f32, u32)> = vec![(0.0, u32::MAX); self.docs.len()];
-        let mut allowed: Vec<u8> = vec![0; self.docs.len()];
         let mut docs_hit: Vec<u32> = Vec::new();
         let mut scored: Vec<(f32, u32)> = Vec::with_capacity(touched.len());
         for &c in &touched {
             let doc = self.chunks[c as usize].doc;
-            let verdict = &mut allowed[doc as usize];
-            if *verdict == 0 {
-                *verdict = if keep(&self.docs[doc as usize].source) { 1 } else { 2 };
-            }
-            if *verdict == 2 {
+            if !keep_doc(doc) {
                 continue;
             }
             let s = chunk_scores[c as usize] + o.document_weight * doc_scores[doc as usize];
@@ -393,7 +562,13 @@ impl Index {
                 }
             }
         }
-        let mut firsts: Vec<(f32, u32)> = docs_hit.iter().map(|&d| best[d as usize]).collect();
+        let firsts: Vec<(f32, u32)> = docs_hit.iter().map(|&d| best[d as usize]).collect();
+        Some((firsts, scored))
+    }
+
+    /// The lexical result list: documents' best passages first, then further
+    /// passages with their decay.
+    fn pick(&self, mut firsts: Vec<(f32, u32)>, scored: Vec<(f32, u32)>, k: usize) -> Vec<Hit> {
         top_k(&mut firsts, k);
         let threshold = if firsts.len() < k { 0.0 } else { firsts.last().map_or(0.0, |f| f.0) };
         let chosen: std::collections::HashSet<u32> = firsts.iter().map(|(_, c)| *c).collect();
@@ -516,6 +691,30 @@ mod tests {
         ]
     }
 
+    /// Lexical-only options (the default: no model, no vectors).
+    fn lexical() -> Options {
+        Options::default()
+    }
+
+    /// Hybrid options with the shipped model (passages as the lexical tests' ones).
+    fn hybrid() -> Options {
+        Options { chunk_words: Options::default().chunk_words, ..Options::hybrid(dense::SHIPPED_MODEL) }
+    }
+
+    #[test]
+    fn hybrid_results_are_distinct_documents_and_filtered() {
+        let idx = Index::build(corpus(), hybrid());
+        let hits = idx.search("failover", 10);
+        let mut sources: Vec<&str> = hits.iter().map(|h| h.source.as_str()).collect();
+        assert_eq!(hits[0].source, "guide/failover.md");
+        assert!(hits.windows(2).all(|w| w[0].score >= w[1].score), "{hits:?}");
+        sources.sort_unstable();
+        sources.dedup();
+        assert_eq!(sources.len(), hits.len(), "{hits:?}");
+        let only = idx.search_filtered("failover", 10, |s| s.starts_with("web/"));
+        assert!(!only.is_empty() && only.iter().all(|h| h.source.starts_with("web/")), "{only:?}");
+    }
+
     #[test]
     fn ranks_the_page_about_the_query_first() {
         let idx = Index::build(corpus(), Options::default());
@@ -536,16 +735,16 @@ mod tests {
             ("apart.md".to_string(), format!("# One\n\nexclusive {filler} bitwise {filler}")),
             ("near.md".to_string(), format!("# Two\n\n{filler} bitwise exclusive {filler}")),
         ];
-        let idx = Index::build(files.clone(), Options::default());
+        let idx = Index::build(files.clone(), lexical());
         assert_eq!(idx.search("bitwise exclusive", 1)[0].source, "near.md");
-        let flat = Index::build(files, Options { proximity_weight: 0.0, ..Options::default() });
+        let flat = Index::build(files, Options { proximity_weight: 0.0, ..lexical() });
         let hits = flat.search("bitwise exclusive", 2);
         assert!((hits[0].score - hits[1].score).abs() < 1e-6, "{hits:?}");
     }
 
     #[test]
     fn fills_with_more_passages_of_the_same_document() {
-        let idx = Index::build(corpus(), Options::default());
+        let idx = Index::build(corpus(), lexical());
         let hits = idx.search("failover", 10);
         assert_eq!(hits.len(), 3, "{hits:?}");
         assert_eq!(hits.iter().filter(|h| h.source == "guide/failover.md").count(), 2);
@@ -567,11 +766,15 @@ mod tests {
 
     #[test]
     fn empty_and_unknown_queries_find_nothing() {
-        let idx = Index::build(corpus(), Options::default());
+        let idx = Index::build(corpus(), lexical());
         assert!(idx.search("", 5).is_empty());
         assert!(idx.search("the of and", 5).is_empty());
         assert!(idx.search("zyzzyva", 5).is_empty());
         assert!(idx.search("failover", 0).is_empty());
+        let hybrid = Index::build(corpus(), hybrid());
+        assert!(hybrid.search("", 5).is_empty());
+        assert!(hybrid.search("the of and", 5).is_empty());
+        assert!(hybrid.search("failover", 0).is_empty());
         let empty = Index::build(Vec::<(String, String)>::new(), Options::default());
         assert!(empty.search("failover", 5).is_empty());
     }
