@@ -1,13 +1,29 @@
 //! Guest SDK for Gatehouse plugins.
 //!
-//! Each plugin kind has a module generated from `wit/gatehouse.wit` and an
-//! export macro. A provider adapter, for example, is:
+//! Each plugin kind (world) has a module generated from `wit/gatehouse.wit`,
+//! a prelude and an export macro. A security policy, for example, is:
 //!
-//! ```ignore
-//! use gatehouse_sdk::provider::exports::gatehouse::plugin::provider_api as api;
-//! struct MyProvider;
-//! impl api::Guest for MyProvider { /* ... */ }
-//! gatehouse_sdk::export_provider!(MyProvider);
+//! ```
+//! use gatehouse_sdk::policy::prelude::*;
+//!
+//! struct NoSecrets;
+//!
+//! impl Guest for NoSecrets {
+//!     fn info() -> PluginInfo {
+//!         plugin_info("no-secrets", "0.1.0", "refuses requests about the launch")
+//!     }
+//!
+//!     fn evaluate(ctx: PolicyContext) -> PolicyDecision {
+//!         if ctx.mentions_any(["launch date"]) {
+//!             return deny("no-secrets: the launch date is not discussed here");
+//!         }
+//!         allow().pii(DataAction::Redact).restore_pii(true)
+//!     }
+//! }
+//!
+//! export_policy!(NoSecrets);
+//! # let d = NoSecrets::evaluate(gatehouse_sdk::policy::testing::context("the LAUNCH DATE?"));
+//! # assert!(!d.allow);
 //! ```
 //!
 //! Guest crates use `crate-type = ["cdylib", "rlib"]` and build with
