@@ -115,30 +115,15 @@ impl Guest for Bad {
             });
         }
         let body = misbehave();
-        Ok(HttpRequest {
-            method: "POST".into(),
-            url: "echo://local/chat".into(),
-            headers: vec![],
-            body,
-        })
+        Ok(HttpRequest { method: "POST".into(), url: "echo://local/chat".into(), headers: vec![], body })
     }
 
     fn parse_response(_up: Upstream, _status: u16, body: String) -> Result<Completion, ProviderError> {
-        Ok(Completion {
-            content: body,
-            finish_reason: "stop".into(),
-            usage: None,
-        })
+        Ok(Completion { content: body, finish_reason: "stop".into(), usage: None })
     }
 
     fn parse_stream_event(_up: Upstream, state: String, event: StreamEvent) -> Result<StreamOutput, ProviderError> {
-        Ok(StreamOutput {
-            content: event.data,
-            finish_reason: None,
-            usage: None,
-            done: true,
-            state,
-        })
+        Ok(StreamOutput { content: event.data, finish_reason: None, usage: None, done: true, state })
     }
 }
 
