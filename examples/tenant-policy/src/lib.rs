@@ -1,92 +1,56 @@
-//! `my-policy`: a tenant security policy for Gatehouse.
+//! `my-policy`: a tenant security policy for Gatehouse ("Write a tenant policy" in the README).
 //!
-//! It denies any request that mentions the word in `DENIED_WORD` (or the
-//! words listed in the host config: `[plugins.settings.my-policy.config]
-//! deny_words = ["..."]`), and otherwise lets the request through with
-//! balanced Prompt Shield, PII flagged and secrets blocked.
+//! It refuses every request that mentions a word of `DENY_TERMS`, or of the host config's
+//! `[plugins.settings.my-policy.config] deny_terms = ["…"]`, and lets the rest through with
+//! the SDK's default constraints (PII flagged, secrets blocked, Prompt Shield balanced).
 
-use gatehouse_sdk::policy::exports::gatehouse::plugin::policy_api::{DataAction, Guest, PolicyContext, PolicyDecision};
-use gatehouse_sdk::policy::gatehouse::plugin::types::{PluginInfo, PluginKind};
+use gatehouse_sdk::policy::prelude::*;
 
 /// The registry name: requests select this policy with `"smltp_policy": "my-policy"`.
 const NAME: &str = "my-policy";
-/// The word this policy refuses (case-insensitive).
-const DENIED_WORD: &str = "forbidden-word";
-
-/// Words from the host config, plus the built-in one.
-fn denied_words(config_json: &str) -> Vec<String> {
-    let config: serde_json::Value = serde_json::from_str(config_json).unwrap_or_default();
-    let mut words = vec![DENIED_WORD.to_owned()];
-    if let Some(list) = config.get("deny_words").and_then(|v| v.as_array()) {
-        words.extend(list.iter().filter_map(|w| w.as_str()).map(str::to_lowercase).filter(|w| !w.is_empty()));
-    }
-    words
-}
-
-/// The decision, as plain Rust so it is unit-tested with `cargo test`.
-pub fn decide(ctx: &PolicyContext) -> PolicyDecision {
-    let words = denied_words(&ctx.config_json);
-    let hit = ctx
-        .messages
-        .iter()
-        .any(|m| words.iter().any(|w| m.content.to_lowercase().contains(w.as_str())));
-    PolicyDecision {
-        allow: !hit,
-        reason: hit.then(|| format!("{NAME}: the request mentions a word this tenant does not allow")),
-        allowed_providers: None,
-        allowed_indexes: None,
-        pii_action: DataAction::Flag,
-        dlp_action: DataAction::Block,
-        restore_pii: false,
-        shield_mode: "balanced".into(),
-        shield_may_disable: true,
-        withhold_on_canary_leak: true,
-        log_prompts: false,
-    }
-}
+/// The words refused, in any letter case, in every message of a request.
+const DENY_TERMS: &[&str] = &["forbidden-word"];
 
 struct MyPolicy;
 
 impl Guest for MyPolicy {
     fn info() -> PluginInfo {
-        PluginInfo {
-            name: NAME.into(),
-            version: env!("CARGO_PKG_VERSION").into(),
-            kind: PluginKind::Policy,
-            description: "Tenant policy: denies a chosen word".into(),
-        }
+        plugin_info(NAME, env!("CARGO_PKG_VERSION"), "Tenant policy: refuses chosen words")
     }
 
-    fn evaluate(context: PolicyContext) -> PolicyDecision {
-        decide(&context)
+    fn evaluate(ctx: PolicyContext) -> PolicyDecision {
+        if ctx.mentions_any(DENY_TERMS) || ctx.mentions_any(ctx.config_list("deny_terms")) {
+            // Say what is wrong, not which word: the word itself may be sensitive.
+            return deny(format!("{NAME}: the request mentions a word this tenant does not allow"));
+        }
+        allow()
     }
 }
 
-gatehouse_sdk::export_policy!(MyPolicy);
+export_policy!(MyPolicy);
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gatehouse_sdk::policy::gatehouse::plugin::types::{Message, Role};
+    use gatehouse_sdk::policy::testing::context;
 
-    fn ctx(text: &str, config: &str) -> PolicyContext {
-        PolicyContext {
-            policy_name: NAME.into(),
-            key_id: "key".into(),
-            user_id: "user".into(),
-            group_id: None,
-            models: vec!["echo/default".into()],
-            index: "Zero-Knowledge".into(),
-            messages: vec![Message { role: Role::User, content: text.into() }],
-            shield_disable_requested: false,
-            config_json: config.into(),
+    #[test]
+    fn refuses_every_listed_word_in_any_case() {
+        for word in DENY_TERMS {
+            let decision = MyPolicy::evaluate(context(&format!("Tell me about {}.", word.to_uppercase())));
+            assert!(!decision.allow, "{word} is refused");
+            assert!(decision.reason.is_some_and(|r| r.starts_with(NAME)), "the caller learns which policy refused");
         }
     }
 
     #[test]
-    fn denies_the_word_and_allows_the_rest() {
-        assert!(!decide(&ctx("this has a FORBIDDEN-WORD in it", "{}")).allow);
-        assert!(decide(&ctx("all good", "{}")).allow);
-        assert!(!decide(&ctx("about pelicans", r#"{"deny_words": ["pelican"]}"#)).allow);
+    fn refuses_words_from_the_host_config() {
+        let ctx = PolicyContext { config_json: r#"{"deny_terms": ["pelican"]}"#.into(), ..context("About Pelicans") };
+        assert!(!MyPolicy::evaluate(ctx).allow);
+    }
+
+    #[test]
+    fn a_request_that_mentions_no_listed_word_gets_the_defaults() {
+        assert_eq!(MyPolicy::evaluate(context("")), allow());
     }
 }

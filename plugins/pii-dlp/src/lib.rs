@@ -48,8 +48,8 @@ use std::collections::BTreeMap;
 
 use config::{Config, Want};
 use finding::{Class, Finding};
-use gatehouse_sdk::shield::exports::gatehouse::plugin::shield_api as api;
-use gatehouse_sdk::shield::gatehouse::plugin::types::{PluginInfo, PluginKind};
+use gatehouse_sdk::shield as api;
+use gatehouse_sdk::shield::{PluginInfo, PluginKind};
 
 /// A span to replace (plain mirror of the WIT record).
 #[derive(Debug, Clone, PartialEq)]

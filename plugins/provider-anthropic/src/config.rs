@@ -4,7 +4,7 @@
 use serde::Deserialize;
 
 use crate::errors::adapter_fault;
-use gatehouse_sdk::provider::exports::gatehouse::plugin::provider_api::ProviderError;
+use gatehouse_sdk::provider::ProviderError;
 
 /// The API version this adapter speaks.
 pub const DEFAULT_VERSION: &str = "2023-06-01";

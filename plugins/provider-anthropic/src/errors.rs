@@ -2,27 +2,12 @@
 //!
 //! Anthropic's error body is `{"type":"error","error":{"type","message"}}`,
 //! both for HTTP errors and for `event: error` inside a stream. Messages are
-//! scrubbed before they leave: the configured key and anything that looks
-//! like a key (`sk-ant-…`) is masked, control characters are dropped and the
-//! length is capped.
+//! scrubbed before they leave ([`scrub`], shared by every adapter through
+//! the SDK).
 
-use gatehouse_sdk::provider::exports::gatehouse::plugin::provider_api::{ErrorClass, ProviderError};
+pub use gatehouse_sdk::provider::errors::{adapter_fault, bad_request, class_of_status, malformed, scrub};
+use gatehouse_sdk::provider::prelude::*;
 use serde_json::Value;
-
-/// Longest upstream message passed on, in characters.
-const MAX_MESSAGE_CHARS: usize = 300;
-
-/// The failover class of a non-2xx status: 429 → rate-limit; 408 and 504
-/// (`timeout_error`) → timeout; 529 (`overloaded_error`) and other 5xx →
-/// server-error; other 4xx → client-error; anything else → server-error.
-pub fn class_of_status(status: u16) -> ErrorClass {
-    match status {
-        429 => ErrorClass::RateLimit,
-        408 | 504 => ErrorClass::Timeout,
-        400..=499 => ErrorClass::ClientError,
-        _ => ErrorClass::ServerError,
-    }
-}
 
 /// The failover class of an Anthropic error `type`, for errors that come
 /// without a useful status (inside a stream, or in a 2xx body).
@@ -71,59 +56,6 @@ pub fn http_error(status: u16, body: &str, api_key: Option<&str>) -> ProviderErr
 pub fn body_error(kind: &str, message: &str, api_key: Option<&str>) -> ProviderError {
     let shown = if kind.is_empty() { "error".to_string() } else { scrub(kind, api_key) };
     ProviderError { class: class_of_error_type(kind), message: format!("upstream {shown}: {}", scrub(message, api_key)) }
-}
-
-/// A 2xx answer we cannot read: the upstream is broken, try elsewhere.
-pub fn malformed(what: impl std::fmt::Display) -> ProviderError {
-    ProviderError { class: ErrorClass::ServerError, message: format!("malformed upstream response: {what}") }
-}
-
-/// A fault of this adapter or its configuration (not of the caller).
-pub fn adapter_fault(message: String) -> ProviderError {
-    ProviderError { class: ErrorClass::ServerError, message }
-}
-
-/// A request this adapter cannot send because of what the caller asked for.
-pub fn bad_request(message: String) -> ProviderError {
-    ProviderError { class: ErrorClass::ClientError, message }
-}
-
-/// Mask secrets, drop control characters and cap the length of an upstream message.
-pub fn scrub(message: &str, api_key: Option<&str>) -> String {
-    let mut text = message.to_string();
-    if let Some(key) = api_key.filter(|k| k.len() >= 4) {
-        text = text.replace(key, "***");
-    }
-    let masked = mask_key_like(&text);
-    let mut out: String = masked.chars().map(|c| if c.is_control() { ' ' } else { c }).take(MAX_MESSAGE_CHARS).collect();
-    if masked.chars().count() > MAX_MESSAGE_CHARS {
-        out.push('…');
-    }
-    out.trim().to_string()
-}
-
-/// Replace words that look like API keys (`sk-ant-…`, `sk-…`) with their
-/// prefix and `***`.
-fn mask_key_like(text: &str) -> String {
-    const PREFIXES: [&str; 2] = ["sk-ant-", "sk-"];
-    let is_key_char = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '*';
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(start) = rest.find(is_key_char) {
-        out.push_str(&rest[..start]);
-        let word_len = rest[start..].find(|c: char| !is_key_char(c)).unwrap_or(rest.len() - start);
-        let word = &rest[start..start + word_len];
-        match PREFIXES.iter().find(|p| word.starts_with(**p) && word.len() >= p.len() + 6) {
-            Some(prefix) => {
-                out.push_str(prefix);
-                out.push_str("***");
-            }
-            None => out.push_str(word),
-        }
-        rest = &rest[start + word_len..];
-    }
-    out.push_str(rest);
-    out
 }
 
 #[cfg(test)]

@@ -41,20 +41,15 @@ pub mod request;
 pub mod response;
 pub mod stream;
 
-use gatehouse_sdk::provider::exports::gatehouse::plugin::provider_api as api;
-use gatehouse_sdk::provider::gatehouse::plugin::types::{HttpRequest, PluginInfo, PluginKind};
+use gatehouse_sdk::provider as api;
+use gatehouse_sdk::provider::{HttpRequest, PluginInfo};
 
 /// The component's export: delegates to the plain functions of this crate.
 pub struct AnthropicProvider;
 
 impl api::Guest for AnthropicProvider {
     fn info() -> PluginInfo {
-        PluginInfo {
-            name: env!("CARGO_PKG_NAME").to_string(),
-            version: env!("CARGO_PKG_VERSION").to_string(),
-            kind: PluginKind::Provider,
-            description: "Anthropic Messages API (JSON and streaming)".to_string(),
-        }
+        api::plugin_info(env!("CARGO_PKG_NAME"), env!("CARGO_PKG_VERSION"), "Anthropic Messages API (JSON and streaming)")
     }
 
     fn build_request(up: api::Upstream, request: api::ChatRequest) -> Result<HttpRequest, api::ProviderError> {

@@ -1,7 +1,7 @@
 //! Normalised chat request → Anthropic `POST {base}/v1/messages`.
 
-use gatehouse_sdk::provider::exports::gatehouse::plugin::provider_api::{ChatRequest, ProviderError, Upstream};
-use gatehouse_sdk::provider::gatehouse::plugin::types::{Header, HttpRequest, Role};
+use gatehouse_sdk::provider::{ChatRequest, ProviderError, Upstream};
+use gatehouse_sdk::provider::{Header, HttpRequest, Role};
 use serde_json::{Map, Value, json};
 
 use crate::config::AnthropicConfig;
@@ -125,7 +125,7 @@ fn header(name: &str, value: &str) -> Header {
 mod tests {
     use super::*;
     use crate::testutil::{class_name, upstream};
-    use gatehouse_sdk::provider::gatehouse::plugin::types::Message;
+    use gatehouse_sdk::provider::Message;
 
     fn msg(role: Role, content: &str) -> Message {
         Message { role, content: content.to_string() }

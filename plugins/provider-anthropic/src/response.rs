@@ -1,6 +1,6 @@
 //! A complete (non-streaming) Messages API response → [`Completion`].
 
-use gatehouse_sdk::provider::exports::gatehouse::plugin::provider_api::{Completion, ProviderError, Upstream, Usage};
+use gatehouse_sdk::provider::{Completion, ProviderError, Upstream, Usage};
 use serde_json::Value;
 
 use crate::errors::{body_error, error_parts, http_error, malformed};

@@ -13,7 +13,7 @@
 //! stream breaks.
 
 use gatehouse_sdk::json::Obj;
-use gatehouse_sdk::provider::exports::gatehouse::plugin::provider_api::{ProviderError, StreamEvent, StreamOutput, Upstream, Usage};
+use gatehouse_sdk::provider::{ProviderError, StreamEvent, StreamOutput, Upstream, Usage};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -151,27 +151,7 @@ fn read_value(up: &Upstream, mut st: StreamState, mut out: StreamOutput, event: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{class_name, upstream};
-
-    /// Split a recorded SSE transcript into events (enough for fixtures that
-    /// use only `event:` and single `data:` lines).
-    fn events(transcript: &str) -> Vec<StreamEvent> {
-        transcript
-            .split("\n\n")
-            .filter(|block| !block.trim().is_empty())
-            .map(|block| {
-                let mut ev = StreamEvent { event: String::new(), data: String::new() };
-                for line in block.lines() {
-                    if let Some(d) = line.strip_prefix("data: ") {
-                        ev.data = d.to_string();
-                    } else if let Some(e) = line.strip_prefix("event: ") {
-                        ev.event = e.to_string();
-                    }
-                }
-                ev
-            })
-            .collect()
-    }
+    use crate::testutil::{class_name, sse_events, upstream};
 
     struct Run {
         text: String,
@@ -186,7 +166,7 @@ mod tests {
         let up = upstream(None, "");
         let mut r = Run { text: String::new(), finish: None, usage: None, done: false, error: None, usage_events: 0 };
         let mut state = String::new();
-        for ev in events(transcript) {
+        for ev in sse_events(transcript) {
             assert!(!r.done, "event after done");
             match parse_stream_event(&up, &state, &ev) {
                 Ok(o) => {
@@ -217,7 +197,7 @@ mod tests {
             include_str!("../fixtures/stream_overloaded.txt"),
         ]
         .iter()
-        .flat_map(|t| events(t))
+        .flat_map(|t| sse_events(t))
         .map(|e| e.data)
         .collect();
         data.extend(

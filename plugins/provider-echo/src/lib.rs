@@ -11,10 +11,8 @@
 //! upstream's. The work per call is a few allocations: the host, not the
 //! plugin, splits the stream into events.
 
-use gatehouse_sdk::provider::exports::gatehouse::plugin::provider_api::{
-    ChatRequest, Completion, ErrorClass, Guest, ProviderError, StreamEvent, StreamOutput, Upstream, Usage,
-};
-use gatehouse_sdk::provider::gatehouse::plugin::types::{Header, HttpRequest, PluginInfo, PluginKind, Role};
+use gatehouse_sdk::provider::{ChatRequest, Completion, ErrorClass, Guest, ProviderError, StreamEvent, StreamOutput, Upstream, Usage};
+use gatehouse_sdk::provider::{Header, HttpRequest, PluginInfo, PluginKind, Role};
 use serde_json::{Value, json};
 
 fn words(s: &str) -> u32 {
@@ -102,7 +100,7 @@ gatehouse_sdk::export_provider!(Echo);
 #[cfg(test)]
 mod tests {
     use super::*;
-    use gatehouse_sdk::provider::gatehouse::plugin::types::Message;
+    use gatehouse_sdk::provider::Message;
 
     fn req(text: &str, max_tokens: u32) -> ChatRequest {
         ChatRequest {

@@ -4,7 +4,7 @@
 use serde::Deserialize;
 
 use crate::errors::adapter_fault;
-use gatehouse_sdk::provider::exports::gatehouse::plugin::provider_api::ProviderError;
+use gatehouse_sdk::provider::ProviderError;
 
 /// Options for servers that deviate from OpenAI. Unknown keys are ignored.
 ///
@@ -83,7 +83,7 @@ mod tests {
     #[test]
     fn bad_config_is_a_server_error() {
         let e = OpenAiConfig::parse(r#"{"include_usage":"yes"}"#).expect_err("bad type");
-        assert!(matches!(e.class, gatehouse_sdk::provider::exports::gatehouse::plugin::provider_api::ErrorClass::ServerError));
+        assert!(matches!(e.class, gatehouse_sdk::provider::ErrorClass::ServerError));
         let e = OpenAiConfig::parse(r#"{"max_tokens_field":"limit"}"#).expect_err("bad field");
         assert!(e.message.contains("max_tokens_field"));
     }

@@ -1,29 +1,12 @@
 //! Upstream failures → [`ProviderError`] with the failover class.
 //!
 //! Messages are taken from the upstream's error object when it has one, so
-//! the caller learns what went wrong, but they are scrubbed: the configured
-//! API key and anything that looks like a key (`sk-…`, `gsk_…`) is masked,
-//! control characters are dropped and the text is capped in length.
+//! the caller learns what went wrong, but they are scrubbed first
+//! ([`scrub`], shared by every adapter through the SDK).
 
-use gatehouse_sdk::provider::exports::gatehouse::plugin::provider_api::{ErrorClass, ProviderError};
+pub use gatehouse_sdk::provider::errors::{adapter_fault, bad_request, class_of_status, malformed, scrub};
+use gatehouse_sdk::provider::prelude::*;
 use serde_json::Value;
-
-/// Longest upstream message passed on, in characters.
-const MAX_MESSAGE_CHARS: usize = 300;
-
-/// The failover class of a non-2xx HTTP status.
-///
-/// 429 → rate-limit; 408 and 504 → timeout; other 5xx → server-error; other
-/// 4xx → client-error. Anything else that is not 2xx (1xx, an unfollowed 3xx)
-/// means the upstream misbehaved: server-error.
-pub fn class_of_status(status: u16) -> ErrorClass {
-    match status {
-        429 => ErrorClass::RateLimit,
-        408 | 504 => ErrorClass::Timeout,
-        400..=499 => ErrorClass::ClientError,
-        _ => ErrorClass::ServerError,
-    }
-}
 
 /// The failover class of an error object that arrives with a 2xx status or
 /// inside a stream, from its `type` / `code` strings.
@@ -78,70 +61,13 @@ pub fn object_error(err: &Value, api_key: Option<&str>) -> ProviderError {
     ProviderError { class: class_of_error_object(err), message: format!("upstream error: {}", scrub(msg, api_key)) }
 }
 
-/// A 2xx answer we cannot read: the upstream is broken, try elsewhere.
-pub fn malformed(what: impl std::fmt::Display) -> ProviderError {
-    ProviderError { class: ErrorClass::ServerError, message: format!("malformed upstream response: {what}") }
-}
-
-/// A fault of this adapter or its configuration (not of the caller).
-pub fn adapter_fault(message: String) -> ProviderError {
-    ProviderError { class: ErrorClass::ServerError, message }
-}
-
-/// A request this adapter cannot send because of what the caller asked for.
-pub fn bad_request(message: String) -> ProviderError {
-    ProviderError { class: ErrorClass::ClientError, message }
-}
-
-/// Mask secrets, drop control characters and cap the length of an upstream message.
-pub fn scrub(message: &str, api_key: Option<&str>) -> String {
-    let mut text = message.to_string();
-    if let Some(key) = api_key.filter(|k| k.len() >= 4) {
-        text = text.replace(key, "***");
-    }
-    let masked = mask_key_like(&text);
-    let mut out: String = masked.chars().map(|c| if c.is_control() { ' ' } else { c }).take(MAX_MESSAGE_CHARS).collect();
-    if masked.chars().count() > MAX_MESSAGE_CHARS {
-        out.push('…');
-    }
-    out.trim().to_string()
-}
-
-/// Replace tokens that look like API keys (`sk-…`, `gsk_…`, `sk-ant-…`)
-/// with their prefix and `***`.
-fn mask_key_like(text: &str) -> String {
-    const PREFIXES: [&str; 3] = ["sk-ant-", "sk-", "gsk_"];
-    let is_key_char = |c: char| c.is_ascii_alphanumeric() || c == '-' || c == '_' || c == '*';
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(start) = rest.find(is_key_char) {
-        out.push_str(&rest[..start]);
-        let word_len = rest[start..].find(|c: char| !is_key_char(c)).unwrap_or(rest.len() - start);
-        let word = &rest[start..start + word_len];
-        match PREFIXES.iter().find(|p| word.starts_with(**p) && word.len() >= p.len() + 6) {
-            Some(prefix) => {
-                out.push_str(prefix);
-                out.push_str("***");
-            }
-            None => out.push_str(word),
-        }
-        rest = &rest[start + word_len..];
-    }
-    out.push_str(rest);
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use gatehouse_sdk::provider::testing::class_name;
 
     fn class(e: &ProviderError) -> &'static str {
-        match e.class {
-            ErrorClass::Timeout => "timeout",
-            ErrorClass::ServerError => "server-error",
-            ErrorClass::RateLimit => "rate-limit",
-            ErrorClass::ClientError => "client-error",
-        }
+        class_name(e.class)
     }
 
     #[test]
@@ -203,15 +129,5 @@ mod tests {
         assert_eq!(class(&object_error(&v(r#"{"message":"x","type":"timeout"}"#), None)), "timeout");
         assert_eq!(class(&object_error(&v(r#"{"message":"x","code":429}"#), None)), "rate-limit");
         assert_eq!(class(&object_error(&v(r#"{"message":"x"}"#), None)), "server-error");
-    }
-
-    #[test]
-    fn scrub_caps_length_and_drops_control_chars() {
-        let long = "a\nb".repeat(500);
-        let s = scrub(&long, None);
-        assert!(!s.contains('\n'));
-        assert_eq!(s.chars().count(), MAX_MESSAGE_CHARS + 1);
-        assert_eq!(mask_key_like("use sk-1234567890 or gsk_abcdefgh, not task-force"), "use sk-*** or gsk_***, not task-force");
-        assert_eq!(mask_key_like("sk-ab short"), "sk-ab short");
     }
 }

@@ -1,7 +1,7 @@
 //! Normalised chat request → OpenAI `POST {base}/chat/completions`.
 
-use gatehouse_sdk::provider::exports::gatehouse::plugin::provider_api::{ChatRequest, ProviderError, Upstream};
-use gatehouse_sdk::provider::gatehouse::plugin::types::{Header, HttpRequest, Message, Role};
+use gatehouse_sdk::provider::{ChatRequest, ProviderError, Upstream};
+use gatehouse_sdk::provider::{Header, HttpRequest, Message, Role};
 use serde::Serialize;
 use serde_json::{Map, Value};
 
@@ -215,7 +215,7 @@ mod tests {
         let mut req = chat(false);
         req.extra_json = "[1,2]".to_string();
         let e = build_request(&upstream(None, ""), &req).expect_err("array");
-        assert!(matches!(e.class, gatehouse_sdk::provider::exports::gatehouse::plugin::provider_api::ErrorClass::ClientError));
+        assert!(matches!(e.class, gatehouse_sdk::provider::ErrorClass::ClientError));
         req.extra_json = "{".to_string();
         assert!(build_request(&upstream(None, ""), &req).is_err());
     }

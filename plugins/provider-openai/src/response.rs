@@ -1,7 +1,7 @@
 //! A complete (non-streaming) OpenAI response → [`Completion`].
 
 use gatehouse_sdk::json::Obj;
-use gatehouse_sdk::provider::exports::gatehouse::plugin::provider_api::{Completion, ProviderError, Upstream, Usage};
+use gatehouse_sdk::provider::{Completion, ProviderError, Upstream, Usage};
 use serde::Deserialize;
 use serde::de::IgnoredAny;
 use serde_json::Value;

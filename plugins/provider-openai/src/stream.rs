@@ -6,7 +6,7 @@
 //! request. An error after the stream started arrives as `data: {"error":
 //! {...}}`. This adapter keeps no state between events.
 
-use gatehouse_sdk::provider::exports::gatehouse::plugin::provider_api::{ProviderError, StreamEvent, StreamOutput, Upstream};
+use gatehouse_sdk::provider::{ProviderError, StreamEvent, StreamOutput, Upstream};
 use serde_json::Value;
 
 use crate::errors::{error_object, malformed, object_error};
@@ -56,27 +56,7 @@ fn read_value(up: &Upstream, mut out: StreamOutput, event: &str, data: &str) -> 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{class_name, upstream};
-
-    /// Split a recorded SSE transcript into events (enough for fixtures that
-    /// use only `event:` and single `data:` lines).
-    fn events(transcript: &str) -> Vec<StreamEvent> {
-        transcript
-            .split("\n\n")
-            .filter(|block| !block.trim().is_empty())
-            .map(|block| {
-                let mut ev = StreamEvent { event: String::new(), data: String::new() };
-                for line in block.lines() {
-                    if let Some(d) = line.strip_prefix("data: ") {
-                        ev.data = d.to_string();
-                    } else if let Some(e) = line.strip_prefix("event: ") {
-                        ev.event = e.to_string();
-                    }
-                }
-                ev
-            })
-            .collect()
-    }
+    use crate::testutil::{class_name, sse_events, upstream};
 
     /// What a whole transcript added up to.
     struct Run {
@@ -91,7 +71,7 @@ mod tests {
         let up = upstream(None, "");
         let mut r = Run { text: String::new(), finish: None, usage: None, done: false, error: None };
         let mut state = String::new();
-        for ev in events(transcript) {
+        for ev in sse_events(transcript) {
             assert!(!r.done, "event after done");
             match parse_stream_event(&up, state.clone(), &ev) {
                 Ok(o) => {
@@ -115,7 +95,7 @@ mod tests {
     fn typed_and_value_readings_agree() {
         let mut data: Vec<String> = [include_str!("../fixtures/stream_openai.txt"), include_str!("../fixtures/stream_groq.txt")]
             .iter()
-            .flat_map(|t| events(t))
+            .flat_map(|t| sse_events(t))
             .map(|e| e.data)
             .filter(|d| d != "[DONE]")
             .collect();
@@ -134,7 +114,7 @@ mod tests {
             ]
             .map(String::from),
         );
-        use gatehouse_sdk::provider::exports::gatehouse::plugin::provider_api::Usage;
+        use gatehouse_sdk::provider::Usage;
         let up = upstream(None, "");
         let blank = || StreamOutput { content: String::new(), finish_reason: None, usage: None, done: false, state: String::new() };
         let mut typed = 0;
@@ -164,7 +144,7 @@ mod tests {
 
     #[test]
     fn role_only_first_chunk_has_no_content() {
-        let ev = &events(include_str!("../fixtures/stream_openai.txt"))[0];
+        let ev = &sse_events(include_str!("../fixtures/stream_openai.txt"))[0];
         let o = parse_stream_event(&upstream(None, ""), String::new(), ev).expect("ok");
         assert_eq!(o.content, "");
         assert!(o.finish_reason.is_none() && o.usage.is_none() && !o.done);

@@ -5,7 +5,7 @@
 //! `memory.grow`. In the host's pooling allocator a memory that grew costs
 //! two `mprotect`s per instance (the new pages made accessible, and made
 //! inaccessible again before the slot's next instance), which about doubles
-//! a small call (docs/benchmarks.md, eighth and twelfth passes). This one
+//! a small call (measured in docs/benchmarks.md). This one
 //! serves allocations from a static arena that is part of the module's
 //! initial memory, and grows the memory only when the arena is used up, so
 //! a typical call never grows it and a large input still gets the memory it

@@ -1,13 +1,29 @@
 //! Guest SDK for Gatehouse plugins.
 //!
-//! Each plugin kind has a module generated from `wit/gatehouse.wit` and an
-//! export macro. A provider adapter, for example, is:
+//! Each plugin kind (world) has a module generated from `wit/gatehouse.wit`,
+//! a prelude and an export macro. A security policy, for example, is:
 //!
-//! ```ignore
-//! use gatehouse_sdk::provider::exports::gatehouse::plugin::provider_api as api;
-//! struct MyProvider;
-//! impl api::Guest for MyProvider { /* ... */ }
-//! gatehouse_sdk::export_provider!(MyProvider);
+//! ```
+//! use gatehouse_sdk::policy::prelude::*;
+//!
+//! struct NoSecrets;
+//!
+//! impl Guest for NoSecrets {
+//!     fn info() -> PluginInfo {
+//!         plugin_info("no-secrets", "0.1.0", "refuses requests about the launch")
+//!     }
+//!
+//!     fn evaluate(ctx: PolicyContext) -> PolicyDecision {
+//!         if ctx.mentions_any(["launch date"]) {
+//!             return deny("no-secrets: the launch date is not discussed here");
+//!         }
+//!         allow().pii(DataAction::Redact).restore_pii(true)
+//!     }
+//! }
+//!
+//! export_policy!(NoSecrets);
+//! # let d = NoSecrets::evaluate(gatehouse_sdk::policy::testing::context("the LAUNCH DATE?"));
+//! # assert!(!d.allow);
 //! ```
 //!
 //! Guest crates use `crate-type = ["cdylib", "rlib"]` and build with
@@ -21,10 +37,16 @@
 //! `cargo test`; calls to host imports (logging) are only valid inside a
 //! component.
 
+// The only unsafe code of the guest side: the allocator hands raw memory to
+// `talc`. Each block carries its SAFETY argument; everything else in the SDK
+// and the plugins stays under the workspace's `unsafe_code = "deny"`.
 #[cfg(all(target_arch = "wasm32", target_os = "unknown"))]
+#[allow(unsafe_code)]
 mod heap;
 
-/// Bindings of the `provider` world.
+/// Bindings of the `provider` world, the helpers every provider adapter
+/// needs ([`provider::errors`]) and their test helpers ([`provider::testing`]).
+/// A provider starts with `use gatehouse_sdk::provider::prelude::*;`.
 pub mod provider {
     wit_bindgen::generate!({
         world: "provider",
@@ -33,9 +55,33 @@ pub mod provider {
         export_macro_name: "export_provider",
         default_bindings_module: "gatehouse_sdk::provider",
     });
+
+    pub mod errors;
+    pub mod testing;
+
+    pub use exports::gatehouse::plugin::provider_api::{
+        ChatRequest, Completion, ErrorClass, Guest, ProviderError, StreamEvent, StreamOutput, Upstream, Usage,
+    };
+    pub use gatehouse::plugin::types::{Header, HttpRequest, Message, PluginInfo, PluginKind, Role};
+
+    /// This plugin's [`PluginInfo`], of kind provider.
+    pub fn plugin_info(name: &str, version: &str, description: &str) -> PluginInfo {
+        PluginInfo { name: name.into(), version: version.into(), kind: PluginKind::Provider, description: description.into() }
+    }
+
+    /// What a provider adapter uses: `use gatehouse_sdk::provider::prelude::*;`.
+    pub mod prelude {
+        pub use super::errors::{adapter_fault, bad_request, class_of_status, malformed, scrub};
+        pub use super::{
+            ChatRequest, Completion, ErrorClass, Guest, Header, HttpRequest, Message, PluginInfo, PluginKind, ProviderError, Role,
+            StreamEvent, StreamOutput, Upstream, Usage, plugin_info,
+        };
+        pub use crate::export_provider;
+    }
 }
 
-/// Bindings of the `shield` world.
+/// Bindings of the `shield` world. A shield starts with
+/// `use gatehouse_sdk::shield::prelude::*;`.
 pub mod shield {
     wit_bindgen::generate!({
         world: "shield",
@@ -44,9 +90,29 @@ pub mod shield {
         export_macro_name: "export_shield",
         default_bindings_module: "gatehouse_sdk::shield",
     });
+
+    pub use exports::gatehouse::plugin::shield_api::{Action, Canary, Guest, InspectRequest, Redaction, Stage, Strictness, Verdict};
+    pub use gatehouse::plugin::types::{Message, PluginInfo, PluginKind, Role};
+
+    /// This plugin's [`PluginInfo`], of kind shield.
+    pub fn plugin_info(name: &str, version: &str, description: &str) -> PluginInfo {
+        PluginInfo { name: name.into(), version: version.into(), kind: PluginKind::Shield, description: description.into() }
+    }
+
+    /// What a shield (Prompt Shield, PII, DLP) uses: `use gatehouse_sdk::shield::prelude::*;`.
+    pub mod prelude {
+        pub use super::{
+            Action, Canary, Guest, InspectRequest, Message, PluginInfo, PluginKind, Redaction, Role, Stage, Strictness, Verdict,
+            plugin_info,
+        };
+        pub use crate::export_shield;
+    }
 }
 
-/// Bindings of the `policy` world.
+/// Bindings of the `policy` world, the decision builders ([`policy::allow`],
+/// [`policy::deny`]), the built-in policies' [`policy::Profile`] and test
+/// helpers ([`policy::testing`]). A policy starts with
+/// `use gatehouse_sdk::policy::prelude::*;`.
 pub mod policy {
     wit_bindgen::generate!({
         world: "policy",
@@ -54,10 +120,37 @@ pub mod policy {
         pub_export_macro: true,
         export_macro_name: "export_policy",
         default_bindings_module: "gatehouse_sdk::policy",
+        // So a policy's tests can compare whole decisions.
+        additional_derives: [PartialEq],
     });
+
+    mod context;
+    mod decision;
+    mod profile;
+    pub mod testing;
+
+    pub use decision::{ShieldMode, allow, deny};
+    pub use exports::gatehouse::plugin::policy_api::{DataAction, Guest, PolicyContext, PolicyDecision};
+    pub use gatehouse::plugin::types::{Message, PluginInfo, PluginKind, Role};
+    pub use profile::Profile;
+
+    /// This plugin's [`PluginInfo`], of kind policy.
+    pub fn plugin_info(name: &str, version: &str, description: &str) -> PluginInfo {
+        PluginInfo { name: name.into(), version: version.into(), kind: PluginKind::Policy, description: description.into() }
+    }
+
+    /// What a policy uses: `use gatehouse_sdk::policy::prelude::*;`.
+    pub mod prelude {
+        pub use super::{
+            DataAction, Guest, Message, PluginInfo, PluginKind, PolicyContext, PolicyDecision, Profile, Role, ShieldMode, allow, deny,
+            plugin_info,
+        };
+        pub use crate::{builtin_policy, export_policy};
+    }
 }
 
-/// Bindings of the `retriever` world.
+/// Bindings of the `retriever` world. A retriever starts with
+/// `use gatehouse_sdk::retriever::prelude::*;`.
 pub mod retriever {
     wit_bindgen::generate!({
         world: "retriever",
@@ -66,6 +159,20 @@ pub mod retriever {
         export_macro_name: "export_retriever",
         default_bindings_module: "gatehouse_sdk::retriever",
     });
+
+    pub use exports::gatehouse::plugin::retriever_api::{Document, Guest, RetrieveRequest};
+    pub use gatehouse::plugin::types::{Header, HttpRequest, HttpResponse, PluginInfo, PluginKind};
+
+    /// This plugin's [`PluginInfo`], of kind retriever.
+    pub fn plugin_info(name: &str, version: &str, description: &str) -> PluginInfo {
+        PluginInfo { name: name.into(), version: version.into(), kind: PluginKind::Retriever, description: description.into() }
+    }
+
+    /// What a retriever uses: `use gatehouse_sdk::retriever::prelude::*;`.
+    pub mod prelude {
+        pub use super::{Document, Guest, Header, HttpRequest, HttpResponse, PluginInfo, PluginKind, RetrieveRequest, plugin_info};
+        pub use crate::export_retriever;
+    }
 }
 
 /// Export a provider adapter: `gatehouse_sdk::export_provider!(MyProvider);`.

@@ -1,14 +1,16 @@
 //! The built-in `internal` policy: for internal tools: every provider, PII flagged, secrets blocked, balanced Prompt Shield that callers may switch off, prompts may be logged.
 
-policy_common::builtin_policy!(
+use gatehouse_sdk::policy::prelude::*;
+
+builtin_policy!(
     "internal",
     "for internal tools: every provider, PII flagged, secrets blocked, balanced Prompt Shield that callers may switch off, prompts may be logged.",
-    policy_common::Profile {
+    Profile {
         confidential_providers_only: false,
-        pii: gatehouse_sdk::policy::exports::gatehouse::plugin::policy_api::DataAction::Flag,
-        dlp: gatehouse_sdk::policy::exports::gatehouse::plugin::policy_api::DataAction::Block,
+        pii: DataAction::Flag,
+        dlp: DataAction::Block,
         restore_pii: false,
-        shield_mode: "balanced",
+        shield_mode: ShieldMode::Balanced,
         shield_may_disable: true,
         withhold_on_canary_leak: false,
         log_prompts: true,

@@ -31,6 +31,7 @@ fn name() -> &'static str {
 }
 
 #[inline(never)]
+#[expect(unconditional_recursion, reason = "the `recursion` fault: the host must survive a guest that overflows its stack")]
 fn recurse(n: u64, acc: &mut [u8; 256]) -> u64 {
     acc[(n % 256) as usize] = n as u8;
     std::hint::black_box(recurse(n + 1, acc)) + acc[0] as u64
@@ -114,30 +115,15 @@ impl Guest for Bad {
             });
         }
         let body = misbehave();
-        Ok(HttpRequest {
-            method: "POST".into(),
-            url: "echo://local/chat".into(),
-            headers: vec![],
-            body,
-        })
+        Ok(HttpRequest { method: "POST".into(), url: "echo://local/chat".into(), headers: vec![], body })
     }
 
     fn parse_response(_up: Upstream, _status: u16, body: String) -> Result<Completion, ProviderError> {
-        Ok(Completion {
-            content: body,
-            finish_reason: "stop".into(),
-            usage: None,
-        })
+        Ok(Completion { content: body, finish_reason: "stop".into(), usage: None })
     }
 
     fn parse_stream_event(_up: Upstream, state: String, event: StreamEvent) -> Result<StreamOutput, ProviderError> {
-        Ok(StreamOutput {
-            content: event.data,
-            finish_reason: None,
-            usage: None,
-            done: true,
-            state,
-        })
+        Ok(StreamOutput { content: event.data, finish_reason: None, usage: None, done: true, state })
     }
 }
 
