@@ -15,8 +15,9 @@
 # binary's medians and the per-pair ratio of the p50s — how a change moves the latency at a fixed rate
 # (the issue's added-latency targets are measured at 1,000 req/s), where each commit is small.
 #
-# Build both first (e.g. copy target/release/gatehouse aside, change, rebuild). Method and results:
-# docs/benchmarks.md#paired-runs.
+# Build both first with the production profile, as every figure in the history was (e.g. copy
+# target/production/gatehouse aside, change, `cargo build --profile production -p gatehouse`). Method and
+# results: docs/benchmarks.md#paired-runs.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
 runs=6 secs=8 rate=""

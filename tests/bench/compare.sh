@@ -4,7 +4,7 @@
 # tests/examples/compare/ and prints one table. Figures and method: docs/benchmarks.md.
 #
 #   bash tests/bench/compare.sh [--secs 10] [--rates 200,1000] [--only direct,nginx,litellm,durable,relaxed] [--rounds 3]
-#                               [--markdown FILE] [--pgo target/pgo/use/release/gatehouse]
+#                               [--markdown FILE] [--pgo target/pgo/use/production/gatehouse]
 # --pgo PATH adds a row for that binary (durable): the profile-guided build tests/bench/pgo.sh makes.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
@@ -35,5 +35,7 @@ fi
 # The wasm target is needed to build the bundled plugins.
 rustup target add wasm32-wasip2 wasm32-unknown-unknown >/dev/null 2>&1 || true
 cd "$root"
-cargo build --release -p gatehouse --bin gatehouse
-exec cargo run --release -p gatehouse-tests --example compare -- --oha "$oha" --litellm "$venv/bin/litellm" "$@"
+# The production profile (fat LTO), as the published figures were measured; the driver itself is a
+# plain release build.
+cargo build --profile production -p gatehouse --bin gatehouse
+GATEHOUSE_TEST_BINARY="$root/target/production/gatehouse" exec cargo run --release -p gatehouse-tests --example compare -- --oha "$oha" --litellm "$venv/bin/litellm" "$@"

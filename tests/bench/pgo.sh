@@ -12,7 +12,7 @@
 #    reads, then SIGTERM (the profile is written when the server exits);
 # 3. `llvm-profdata merge` (rustup's `llvm-tools`, the LLVM of this rustc);
 # 4. the optimised build (`-Cprofile-use`) in target/pgo/use.
-# Prints the optimised binary's path: target/pgo/use/release/gatehouse. Both builds are fat-LTO release
+# Prints the optimised binary's path: target/pgo/use/production/gatehouse. Both builds use the fat-LTO production profile
 # builds (~13 min each from scratch on 2 cores). The guests are not affected: the host's build script
 # builds the bundled plugins without the outer RUSTFLAGS (target/plugins, shared with other builds).
 set -euo pipefail
@@ -36,7 +36,7 @@ out="$root/target/pgo"
 raw="$out/raw"
 mkdir -p "$out"
 echo "== instrumented build (target/pgo/gen)" >&2
-RUSTFLAGS="-Cprofile-generate=$raw" cargo build --release -p gatehouse --bin gatehouse --target-dir "$out/gen" >&2
+RUSTFLAGS="-Cprofile-generate=$raw" cargo build --profile production -p gatehouse --bin gatehouse --target-dir "$out/gen" >&2
 cargo build --release -p gatehouse-tests --example compare >&2
 # Build scripts and proc macros of the instrumented build wrote profiles too: only the server's count.
 rm -rf "$raw"
@@ -46,7 +46,7 @@ compare="$root/target/release/examples/compare"
 source "$root/tests/bench/common.sh"
 start_mock "$compare"
 work="$(mktemp -d -t gatehouse-pgo-XXXX)"
-start_gatehouse "$out/gen/release/gatehouse" "$work" true
+start_gatehouse "$out/gen/production/gatehouse" "$work" true
 for stream in false true; do
   body="$(chat_body "$stream")"
   taskset -c 0 "$oha" --no-tui -z "${secs}s" -c 64 -m POST -H "authorization: Bearer $key" -H 'content-type: application/json' \
@@ -72,5 +72,5 @@ rm -f "$out"/gatehouse-*.profdata
 mv "$out/merged.profdata" "$out/gatehouse-$sum.profdata"
 
 echo "== optimised build (target/pgo/use)" >&2
-RUSTFLAGS="-Cprofile-use=$out/gatehouse-$sum.profdata" cargo build --release -p gatehouse --bin gatehouse --target-dir "$out/use" >&2
-echo "$out/use/release/gatehouse"
+RUSTFLAGS="-Cprofile-use=$out/gatehouse-$sum.profdata" cargo build --profile production -p gatehouse --bin gatehouse --target-dir "$out/use" >&2
+echo "$out/use/production/gatehouse"

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Profile Gatehouse's chat path under load: the compare mock and oha on core 0, a release build of
+# Profile Gatehouse's chat path under load: the compare mock and oha on core 0, a production build of
 # Gatehouse with symbols and named guest functions (own target dir) on core 1 with the benchmark's default pipeline, and
 # `perf record` on the Gatehouse process during an `oha -c 64` run. Prints perf's report (children
 # and self, per thread), then every sample in one exclusive bucket (tests/bench/perf_buckets.py).
@@ -30,9 +30,9 @@ cd "$root"
 rustup target add wasm32-wasip2 wasm32-unknown-unknown >/dev/null 2>&1 || true
 cargo build --release -p gatehouse-tests --example compare >&2
 # Symbols in the host, and (GATEHOUSE_PLUGIN_NAMES) the guests' function names in perf's map of their code.
-CARGO_TARGET_DIR="$root/target/profiling" CARGO_PROFILE_RELEASE_STRIP=none CARGO_PROFILE_RELEASE_DEBUG=line-tables-only \
-  GATEHOUSE_PLUGIN_NAMES=1 cargo build --release -p gatehouse >&2
-bin="$root/target/profiling/release/gatehouse"
+CARGO_TARGET_DIR="$root/target/profiling" CARGO_PROFILE_PRODUCTION_STRIP=none CARGO_PROFILE_PRODUCTION_DEBUG=line-tables-only \
+  GATEHOUSE_PLUGIN_NAMES=1 cargo build --profile production -p gatehouse >&2
+bin="$root/target/profiling/production/gatehouse"
 
 if [ -n "$out" ]; then mkdir -p "$out" && work="$(cd "$out" && pwd)"; else work="$(mktemp -d -t gatehouse-profile-XXXX)"; fi
 source "$root/tests/bench/common.sh"

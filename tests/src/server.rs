@@ -19,6 +19,12 @@ fn workspace_root() -> PathBuf {
 /// Path of the `gatehouse` binary, built once per test process (a no-op when
 /// `cargo test --workspace` already built it). `GATEHOUSE_TEST_BINARY` names a
 /// binary to use as it is (long runs such as the soak, on a busy build machine).
+///
+/// The build selects the whole workspace and one example so that cargo
+/// resolves features exactly as `cargo test --workspace` does (dev-dependencies
+/// included): a plain `cargo build -p gatehouse` resolves them without, so its
+/// binary is a different build of the host and half the dependency graph, and
+/// the README's test command compiled the host twice.
 pub fn binary() -> &'static Path {
     static BIN: OnceLock<PathBuf> = OnceLock::new();
     BIN.get_or_init(|| {
@@ -29,7 +35,7 @@ pub fn binary() -> &'static Path {
         let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = Command::new(cargo);
-        cmd.current_dir(&root).args(["build", "--quiet", "-p", "gatehouse", "--bin", "gatehouse"]);
+        cmd.current_dir(&root).args(["build", "--quiet", "--workspace", "--bin", "gatehouse", "--example", "compare"]);
         if profile == "release" {
             cmd.arg("--release");
         }
