@@ -98,7 +98,7 @@ async fn add_endpoint(store: &RedbStore, n: usize, url: &str) {
         updated_at: now,
     };
     let audit = Audit::new(kind::WEBHOOK_MANAGEMENT, category::SYSTEM_INTEGRITY, "bench").build();
-    store.create_endpoint(ep, WebhookSecret::generate(), audit).await.expect("endpoint");
+    store.create_endpoint(ep, WebhookSecret::generate().into(), audit).await.expect("endpoint");
 }
 
 fn event() -> OutboxEvent {

@@ -4,7 +4,6 @@
 
 pub mod api;
 pub mod app;
-pub mod audit;
 pub mod auth;
 pub mod bootstrap;
 pub mod chat;
@@ -13,9 +12,12 @@ pub mod config;
 pub mod fuzzing;
 pub mod logging;
 pub mod metrics;
-pub mod receipts;
 pub mod reload;
 pub mod server;
-pub mod store;
 pub mod wasm;
 pub mod webhooks;
+
+// The store crate under the paths the host has always used (`crate::store`,
+// `crate::audit`, `crate::receipts`).
+pub use gatehouse_store as store;
+pub use gatehouse_store::{audit, receipts};

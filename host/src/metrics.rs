@@ -135,10 +135,12 @@ impl Metrics {
         let auth_failures = Family::<ReasonLabel, Counter>::default();
         let retrieval_duration = Family::<IndexLabel, Histogram>::new_with_constructor(|| Histogram::new(latency_buckets()) as Histogram);
         let retrieval_failures = Family::<IndexLabel, Counter>::default();
-        let store_commits = Counter::default();
+        // The store crate records these; registered here under their names.
+        let store = gatehouse_store::metrics::get();
+        let store_commits = store.commits.clone();
         let retention_deleted = Family::<TableLabel, Counter>::default();
-        let store_commit_writes = Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(1.0, 2.0, 10));
-        let store_commit_duration = Histogram::new(latency_buckets());
+        let store_commit_writes = store.commit_writes.clone();
+        let store_commit_duration = store.commit_duration.clone();
         registry.register("http_requests", "HTTP requests by route and status", requests.clone());
         registry.register("http_request_duration_seconds", "HTTP request latency by route", request_duration.clone());
         registry.register("upstream_latency_seconds", "Upstream answer time by model (successful attempts)", upstream_latency.clone());

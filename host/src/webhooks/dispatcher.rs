@@ -458,7 +458,7 @@ async fn attempt_inner(shared: &Arc<Shared>, d: Delivery, fresh: bool, slot: Own
         }
         _ => return Ok(()),
     };
-    let Some(secret) = shared.store.endpoint_secret(&endpoint.id)? else {
+    let Some(secret) = shared.store.endpoint_secret(&endpoint.id)?.map(super::signer::WebhookSecret::from) else {
         return Ok(());
     };
     let timeout = Duration::from_millis(cfg.timeout_ms.max(1));

@@ -351,7 +351,7 @@ async fn create(State(wh): Wh, Admin(ctx): Admin, AdminJson(body): AdminJson<Cre
             .meta("enabled", endpoint.enabled),
         "POST /api/admin/webhooks",
     );
-    let endpoint = wh.store.create_endpoint(endpoint, secret.clone(), audit).await?;
+    let endpoint = wh.store.create_endpoint(endpoint, secret.clone().into(), audit).await?;
     wh.dispatcher.kick(&endpoint.id);
     Ok((
         StatusCode::CREATED,
@@ -449,7 +449,7 @@ async fn rotate_secret(State(wh): Wh, Admin(ctx): Admin, Path(id): Path<String>)
             .meta("webhookId", id.clone()),
         "POST /api/admin/webhooks/{id}/rotate-secret",
     );
-    let e = wh.store.rotate_secret(&id, secret.clone(), audit).await?;
+    let e = wh.store.rotate_secret(&id, secret.clone().into(), audit).await?;
     Ok(ok(EndpointWithSecret {
         endpoint: EndpointView::from(&e),
         secret: secret.expose(),

@@ -33,8 +33,8 @@ use sha2::{Digest, Sha256};
 use super::tables::{AUDIT, AUDIT_BY_SEVERITY, AUDIT_BY_TYPE, AUDIT_BY_USER, IndexTable, META, META_AUDIT_HEAD};
 use super::{backend, decode, encode};
 use crate::audit::{Audit, category, kind};
-use crate::store::model::{AuditEntry, AuditRecord};
-use crate::store::{AuditQuery, ChainBreak, ChainReport, StoreError, StoreResult};
+use crate::model::{AuditEntry, AuditRecord};
+use crate::{AuditQuery, ChainBreak, ChainReport, StoreError, StoreResult};
 
 /// Hash that the first record links back to.
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
@@ -364,10 +364,10 @@ mod tests {
     use serde_json::{Value, json};
 
     use super::*;
+    use crate::Store;
     use crate::audit::{Audit, category, kind};
-    use crate::store::Store;
-    use crate::store::model::{AuditUser, Severity};
-    use crate::store::redb::RedbStore;
+    use crate::model::{AuditUser, Severity};
+    use crate::redb::RedbStore;
 
     fn entry(n: usize) -> AuditEntry {
         Audit::new(kind::SYSTEM, category::SYSTEM_INTEGRITY, format!("event {n}")).meta("operation", "test").build()

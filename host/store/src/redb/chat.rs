@@ -7,10 +7,10 @@ use serde::{Deserialize, Serialize};
 
 use super::tables::{IDEMPOTENCY, OUTBOX, QUOTA, RECEIPT_BATCHES, RECEIPTS, USAGE};
 use super::{audit, backend, decode, encode};
+use crate::model::AuditEntry;
 use crate::receipts::{BatchProof, Receipt, Sealed, SignedBatch, SignedReceipt};
-use crate::store::model::AuditEntry;
-use crate::store::records::{Claim, IdempotencyRecord, IdempotencyState, OutboxEvent, RequestOutcome, UsageTotals};
-use crate::store::{StoreError, StoreResult, UsageRows};
+use crate::records::{Claim, IdempotencyRecord, IdempotencyState, OutboxEvent, RequestOutcome, UsageTotals};
+use crate::{StoreError, StoreResult, UsageRows};
 
 /// Add the tokens to each row of `keys` (`user/<id>`, `key/<id>`), with the table opened once.
 pub fn add_usage(txn: &WriteTransaction, keys: &[&str], prompt: u64, completion: u64) -> StoreResult<()> {
@@ -281,9 +281,9 @@ mod tests {
     use chrono::Duration;
 
     use super::*;
+    use crate::Store;
     use crate::receipts::numbered;
-    use crate::store::Store;
-    use crate::store::redb::RedbStore;
+    use crate::redb::RedbStore;
 
     fn record(expires_in: i64, state: IdempotencyState) -> IdempotencyRecord {
         IdempotencyRecord { body_hash: "h".into(), state, expires_at: Utc::now() + Duration::seconds(expires_in) }

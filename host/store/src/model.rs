@@ -5,7 +5,7 @@
 use chrono::{DateTime, Utc};
 use serde::{Deserialize, Serialize};
 
-use crate::auth::keys::KeyHash;
+use crate::KeyHash;
 
 /// A person or service account that owns keys and is billed for usage.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]

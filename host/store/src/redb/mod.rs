@@ -7,8 +7,9 @@ mod chat;
 mod group_commit;
 mod key_cache;
 pub mod schema;
-pub mod slot;
+mod slot;
 pub mod tables;
+mod webhooks;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -19,13 +20,13 @@ use redb::{Database, Durability, ReadableDatabase, ReadableTable, ReadableTableM
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-pub use group_commit::GroupCommit;
+use group_commit::GroupCommit;
 use tables::*;
 
 use super::model::{ApiKeyRecord, AuditEntry, AuditRecord, Group, User};
 use super::records::{Claim, IdempotencyRecord, OutboxEvent, RequestOutcome};
 use super::{AuditQuery, ChainReport, Store, StoreError, StoreResult};
-use crate::auth::keys::KeyHash;
+use crate::KeyHash;
 
 /// File name of the database inside the data dir.
 pub const DB_FILE: &str = "gatehouse.redb";
@@ -75,14 +76,16 @@ impl RedbStore {
         &self.path
     }
 
-    /// The underlying database, for modules that keep tables of their own
-    /// (an error while it is being reopened after a storage I/O error).
+    /// The underlying database (an error while it is being reopened after a
+    /// storage I/O error). Public for format-level fixture tests and
+    /// benchmarks, which read and plant rows with [`tables`], [`schema`] and
+    /// [`audit`]; the host itself speaks through [`Store`].
     pub fn database(&self) -> StoreResult<Arc<Database>> {
         self.db.get()
     }
 
-    /// The group-commit writer, for modules that keep tables of their own.
-    pub fn writer(&self) -> &GroupCommit {
+    /// The group-commit writer, for the modules of this crate that keep tables of their own.
+    pub(crate) fn writer(&self) -> &GroupCommit {
         &self.writer
     }
 
@@ -374,7 +377,7 @@ impl Store for RedbStore {
         chat::quota_counts(&*self.db.get()?, key_id, windows)
     }
 
-    fn usage_totals(&self) -> StoreResult<(crate::store::UsageRows, crate::store::UsageRows)> {
+    fn usage_totals(&self) -> StoreResult<(crate::UsageRows, crate::UsageRows)> {
         chat::usage_totals(&*self.db.get()?)
     }
 
@@ -392,7 +395,7 @@ impl Store for RedbStore {
         self.writer.write(move |txn| chat::idempotency_renew(txn, &scope, lease_until)).await
     }
 
-    async fn idempotency_sweep(&self, after: Option<String>, limit: usize) -> StoreResult<crate::store::SweepPage> {
+    async fn idempotency_sweep(&self, after: Option<String>, limit: usize) -> StoreResult<crate::SweepPage> {
         // Candidates are found in a read transaction, so the writer, which
         // every request waits on, only re-checks and deletes the few found.
         let (candidates, next) = chat::idempotency_not_live(&*self.db.get()?, after.as_deref(), limit, chrono::Utc::now())?;
@@ -401,7 +404,7 @@ impl Store for RedbStore {
         } else {
             self.writer.write(move |txn| chat::idempotency_remove_not_live(txn, &candidates, chrono::Utc::now())).await?
         };
-        Ok(crate::store::SweepPage { removed, next })
+        Ok(crate::SweepPage { removed, next })
     }
 
     async fn enqueue_events(&self, events: Vec<OutboxEvent>, audit: Vec<AuditEntry>) -> StoreResult<()> {

@@ -6,14 +6,24 @@
 //! Every write that changes state carries the audit entries that describe it;
 //! the implementation commits both together (the audit trail never misses a
 //! change that happened, nor records one that did not).
+//!
+//! This crate imports nothing from the host: what it stores (the records in
+//! [`model`], [`records`], [`receipts`], [`webhooks`], the audit catalogue in
+//! [`audit`]) is defined here, and the host builds on it. Its metrics are
+//! handles the host registers ([`metrics`]).
 
+pub mod audit;
+mod key_hash;
+pub mod metrics;
 pub mod model;
+pub mod receipts;
 pub mod records;
 pub mod redb;
+pub mod webhooks;
 
 use async_trait::async_trait;
 
-use crate::auth::keys::KeyHash;
+pub use key_hash::KeyHash;
 use model::{ApiKeyRecord, AuditEntry, AuditRecord, Group, User};
 use records::{Claim, IdempotencyRecord, OutboxEvent, RequestOutcome, UsageTotals};
 

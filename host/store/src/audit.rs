@@ -1,11 +1,11 @@
 //! The audit catalogue and helpers to describe an audited action.
 //!
 //! Records are written by the store in the same commit as the change they
-//! describe (see `store::redb::audit` for the hash chain).
+//! describe (see `redb::audit` for the hash chain).
 
 use serde_json::{Value, json};
 
-use crate::store::model::{AuditEntry, AuditUser, Severity};
+use crate::model::{AuditEntry, AuditUser, Severity};
 
 /// Values of `type`.
 pub mod kind {

@@ -20,8 +20,8 @@ use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use crate::auth::keys::KeyHash;
-use crate::store::model::ApiKeyRecord;
+use crate::KeyHash;
+use crate::model::ApiKeyRecord;
 
 /// Keys kept; a deployment with more active keys re-reads some from redb.
 const MAX_ENTRIES: usize = 16_384;

@@ -22,7 +22,7 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwapOption;
 use redb::Database;
 
-use crate::store::{StoreError, StoreResult};
+use crate::{StoreError, StoreResult};
 
 /// redb's page cache (at most half of it buffers writes before a commit).
 /// Its default (1 GiB) lets resident memory follow the file's growth for as
