@@ -22,13 +22,13 @@ use arc_swap::ArcSwap;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
-use gatehouse::audit::{Audit, category, kind};
 use gatehouse::config::Config;
-use gatehouse::store::Store;
-use gatehouse::store::records::OutboxEvent;
-use gatehouse::store::redb::RedbStore;
-use gatehouse::webhooks::store::{Endpoint, WebhookStore};
 use gatehouse::webhooks::{WebhookSecret, Webhooks};
+use gatehouse_store::Store;
+use gatehouse_store::audit::{Audit, category, kind};
+use gatehouse_store::records::OutboxEvent;
+use gatehouse_store::redb::RedbStore;
+use gatehouse_store::webhooks::{Endpoint, WebhookStore};
 
 fn clock() -> &'static Instant {
     static T0: OnceLock<Instant> = OnceLock::new();

@@ -170,7 +170,12 @@ pub async fn run_offline(cmd: Command) -> anyhow::Result<i32> {
         Command::Plugins { action } => match action {
             PluginsAction::List(c) => {
                 let cfg = load(&c)?;
-                let rt = crate::wasm::PluginRuntime::start(&cfg.plugins, &cfg.data_dir, std::sync::Arc::new(crate::wasm::LogSink))?;
+                let rt = crate::wasm::PluginRuntime::start(
+                    &cfg.plugins,
+                    &cfg.data_dir,
+                    crate::bundled::BUNDLED,
+                    std::sync::Arc::new(crate::wasm::LogSink),
+                )?;
                 println!("{:<22} {:<10} {:<12} {:>9}  {:<16}  source", "name", "kind", "version", "bytes", "sha256");
                 for p in rt.list() {
                     let source = match &p.source {

@@ -40,12 +40,16 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> any
     let transport = crate::chat::transport::Transport::new(&config.upstream)?;
     let breakers =
         crate::chat::breaker::Breakers::new(config.upstream.breaker_failures, Duration::from_millis(config.upstream.breaker_cooldown_ms));
-    let plugins =
-        crate::wasm::PluginRuntime::start(&config.plugins, &config.data_dir, crate::wasm::audit_sink::AuditSink::start(store.clone()))?;
+    let plugins = crate::wasm::PluginRuntime::start(
+        &config.plugins,
+        &config.data_dir,
+        crate::bundled::BUNDLED,
+        crate::plugin_audit::AuditSink::start(store.clone()),
+    )?;
     let config_swap = Arc::new(ArcSwap::from_pointee(config.clone()));
     let adapters: Arc<dyn crate::chat::providers::AdapterSource> =
-        Arc::new(crate::wasm::adapters::RuntimeAdapters { runtime: plugins.clone(), config: config_swap.clone() });
-    let knowledge = crate::wasm::knowledge::Knowledge::new(plugins.clone(), config_swap.clone());
+        Arc::new(crate::chat::adapters::plugins::RuntimeAdapters { runtime: plugins.clone(), config: config_swap.clone() });
+    let knowledge = crate::chat::adapters::knowledge::Knowledge::new(plugins.clone(), config_swap.clone());
     knowledge.seed_folders()?;
     let webhooks = crate::webhooks::Webhooks::start(store.clone(), config_swap.clone()).await?;
     let sweeper = crate::chat::idempotency::spawn_sweeper(store_dyn.clone());

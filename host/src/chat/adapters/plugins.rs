@@ -1,18 +1,19 @@
 //! The chat path's traits ([`ProviderAdapter`], [`PolicyEngine`],
-//! [`Detector`]) over loaded plugins, and the snapshot a request keeps.
+//! [`Detector`]) over loaded plugins, and the snapshot a request keeps: chat
+//! adapts the plugin runtime, which knows nothing of chat.
 
 use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use super::plugin::{PluginError, ProviderSession, policy_calls as pc, provider_calls as pv, shield_calls as sc};
-use super::{Kind, Plugin, PluginRuntime, Registry};
 use crate::chat::engine::{AttemptCalls, ProviderAdapter};
 use crate::chat::providers::{AdapterSet, AdapterSource};
 use crate::chat::security::{self, Action, Detector, PolicyDecision, PolicyEngine, PolicyInput, Stage, Strictness, Verdict};
 use crate::chat::sse::SseEvent;
 use crate::chat::types::{AttemptError, Completion, HttpRequestDesc, NormalizedRequest, Role, StreamPiece, Trigger, UpstreamTarget, Usage};
 use crate::config::Config;
+use crate::wasm::plugin::{PluginError, ProviderSession, policy_calls as pc, provider_calls as pv, shield_calls as sc};
+use crate::wasm::{Kind, Plugin, PluginRuntime, Registry};
 
 /// Hands out snapshots of the runtime's registry.
 pub struct RuntimeAdapters {

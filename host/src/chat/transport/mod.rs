@@ -13,6 +13,8 @@
 //! proxy decision is the one reqwest makes (hyper-util's matcher, from the
 //! same environment variables), taken once per URL.
 
+pub mod echo;
+
 use std::collections::HashMap;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
@@ -187,7 +189,7 @@ impl Transport {
     /// around reading the body.
     pub async fn send(&self, req: HttpRequestDesc) -> Result<UpstreamResponse, AttemptError> {
         if req.url.starts_with("echo://") {
-            return Ok(crate::wasm::echo::respond(&req));
+            return Ok(echo::respond(&req));
         }
         let method = http::Method::from_bytes(req.method.as_bytes())
             .map_err(|_| AttemptError::new(Trigger::ServerError, format!("adapter produced an invalid method {}", req.method)))?;

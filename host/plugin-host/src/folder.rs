@@ -29,10 +29,10 @@ use super::{Kind, PluginAction};
 
 /// The security policies built into Gatehouse: a watched-folder file never
 /// replaces one unless `plugins.allow_policy_overrides` names it.
-pub const BUILTIN_POLICIES: &[&str] = &["internal", "public", "confidential"];
+pub(crate) const BUILTIN_POLICIES: &[&str] = &["internal", "public", "confidential"];
 
 /// What the folder needs to know of a loaded component.
-pub trait Offer {
+pub(crate) trait Offer {
     fn name(&self) -> &str;
     fn kind(&self) -> Kind;
     fn sha256(&self) -> &str;
@@ -40,7 +40,7 @@ pub trait Offer {
 
 /// The folder's rules that come from the config.
 #[derive(Debug, Clone, Default)]
-pub struct Rules {
+pub(crate) struct Rules {
     /// Largest component read, in bytes (`plugins.max_component_mb`).
     pub max_bytes: u64,
     /// Bundled policies a file may replace (`plugins.allow_policy_overrides`).
@@ -53,7 +53,7 @@ pub struct Rules {
 /// writers that restore the mtime (`cp -p`, `touch -d`); the inode catches a
 /// rename into place of a file with the same size and mtime.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Stamp {
+pub(crate) struct Stamp {
     dev: u64,
     ino: u64,
     size: u64,
@@ -81,7 +81,7 @@ impl Stamp {
 
 /// What a directory entry's name says it is.
 #[derive(Debug, PartialEq, Eq)]
-pub enum NameClass {
+pub(crate) enum NameClass {
     /// A plugin file name (`*.wasm`).
     Plugin,
     /// A temporary name (dot-file, `*.tmp`) or not a plugin name at all: not looked at.
@@ -92,7 +92,7 @@ pub enum NameClass {
 
 /// Classify a file name. Case variants of `.wasm` are refused rather than
 /// accepted: one spelling means what loads is what `ls *.wasm` shows.
-pub fn classify_name(name: &OsStr) -> NameClass {
+pub(crate) fn classify_name(name: &OsStr) -> NameClass {
     let text = name.to_string_lossy();
     if text.starts_with('.') || text.ends_with(".tmp") {
         return NameClass::Ignored;
@@ -165,7 +165,7 @@ pub fn shown_text(s: &str) -> String {
 }
 
 /// One file of the folder.
-pub struct FileState<P> {
+pub(crate) struct FileState<P> {
     /// The stamp of the content last looked at.
     stamp: Option<Stamp>,
     /// Hash of the file's current content, when it was read.
@@ -199,7 +199,7 @@ impl<P> FileState<P> {
 /// One thing a scan changed: a name loaded, reloaded or removed (`version`
 /// is the plugin concerned), or a file refused (reported once per refusal;
 /// `plugin` is then the file's shown name).
-pub struct Change<P> {
+pub(crate) struct Change<P> {
     pub action: PluginAction,
     pub plugin: String,
     pub file: OsString,
@@ -216,17 +216,18 @@ impl<P> Change<P> {
 }
 
 /// The result of one scan.
-pub struct ScanReport<P> {
+pub(crate) struct ScanReport<P> {
     /// What changed: removals, then loads and reloads, then refusals.
     pub changes: Vec<Change<P>>,
     /// Whether the set of served plugins changed (the registry must be rebuilt).
     pub changed: bool,
-    /// Files read (and hashed) by this scan.
+    /// Files read (and hashed) by this scan; the tests check that unchanged files are not read.
+    #[cfg_attr(not(test), expect(dead_code, reason = "only the tests read the count"))]
     pub reads: usize,
 }
 
 /// The watched folder's state between scans.
-pub struct Folder<P> {
+pub(crate) struct Folder<P> {
     dir: PathBuf,
     /// By file name: resolution goes in this order.
     files: BTreeMap<OsString, FileState<P>>,
@@ -237,10 +238,6 @@ pub struct Folder<P> {
 impl<P: Offer> Folder<P> {
     pub fn new(dir: PathBuf) -> Folder<P> {
         Folder { dir, files: BTreeMap::new(), served: HashMap::new() }
-    }
-
-    pub fn dir(&self) -> &Path {
-        &self.dir
     }
 
     /// Every file of the folder that is a plugin file or a near miss, by name.
@@ -320,7 +317,7 @@ impl<P: Offer> Folder<P> {
                     continue;
                 }
             };
-            let sha = crate::receipts::sha256_hex(&bytes);
+            let sha = crate::sha256_hex(&bytes);
             state.size = Some(bytes.len() as u64);
             if state.sha256.as_deref() == Some(sha.as_str()) {
                 continue; // touched, not changed
@@ -529,7 +526,7 @@ mod tests {
             "policy" => Kind::Policy,
             _ => return Err("implements no Gatehouse world".into()),
         };
-        Ok(Fake { name: name.into(), kind, sha: crate::receipts::sha256_hex(bytes) })
+        Ok(Fake { name: name.into(), kind, sha: crate::sha256_hex(bytes) })
     }
 
     fn rules() -> Rules {
@@ -735,7 +732,7 @@ mod tests {
         assert!(!r.changed);
         assert_eq!(refusals(&r), vec!["r.wasm not loaded: not a valid WebAssembly component; its previous version of beta keeps serving"]);
         assert!(f.previous(OsStr::new("r.wasm")).is_some_and(|p| p.name == "beta"));
-        assert!(f.files().any(|(n, s)| n == "r.wasm" && s.sha256.as_deref() == Some(crate::receipts::sha256_hex(b"garbage").as_str())));
+        assert!(f.files().any(|(n, s)| n == "r.wasm" && s.sha256.as_deref() == Some(crate::sha256_hex(b"garbage").as_str())));
         std::fs::remove_file(dir.path().join("e.wasm")).expect("rm");
         let r = f.scan(&rules(), fake);
         assert_eq!(

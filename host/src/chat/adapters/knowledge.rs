@@ -18,11 +18,11 @@ use std::time::{Duration, Instant};
 use arc_swap::ArcSwap;
 use notify::{RecursiveMode, Watcher};
 
-use super::PluginRuntime;
-use super::plugin::retriever_calls::{RetrieveRequest, WarmRetriever};
-use super::plugin::{Grants, Kind, Plugin};
 use crate::chat::retrieval::{KnowledgeBases, Passage, RetrievalError};
 use crate::config::{Config, DEFAULT_INDEX, IndexConfig};
+use crate::wasm::PluginRuntime;
+use crate::wasm::plugin::retriever_calls::{RetrieveRequest, WarmRetriever};
+use crate::wasm::plugin::{Grants, Kind, Plugin};
 
 /// Where the knowledge base's folder appears inside the retriever.
 pub const GUEST_ROOT: &str = "/kb";

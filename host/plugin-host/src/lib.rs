@@ -12,16 +12,20 @@
 //! from the `InstancePre` (microseconds with the pooling allocator), so no
 //! call sees another's state; their expensive setup (compiled pattern sets,
 //! model weights) is built into the component at compile time. Retrievers
-//! hold an index, so they live in pools of warm instances ([`knowledge`]).
+//! hold an index, so they live in pools of warm instances (`warm_retriever`).
+//!
+//! This crate imports nothing from the host. It speaks in its own terms: the
+//! WIT worlds' data types ([`plugin::provider_calls`] and the other call
+//! modules), [`PluginEvent`]s for whoever records them, metric handles the
+//! host registers ([`metrics`]). The host adapts it to the chat path's traits
+//! and embeds the bundled components, handing them to [`PluginRuntime::start`]
+//! as data.
 
-pub mod adapters;
-pub mod audit_sink;
 mod bindings;
 pub mod config;
-pub mod echo;
 mod engine;
 pub mod folder;
-pub mod knowledge;
+pub mod metrics;
 mod outbound;
 pub mod plugin;
 mod state;
@@ -39,8 +43,13 @@ pub use config::{PluginSettings, PluginsConfig};
 pub use engine::PROVIDER_SESSIONS;
 pub use plugin::{Kind, Plugin, PluginError, PluginSummary, Source};
 
-mod bundled {
-    include!(concat!(env!("OUT_DIR"), "/bundled.rs"));
+/// Components that ship inside the binary: (crate name, component bytes).
+pub type Bundled = &'static [(&'static str, &'static [u8])];
+
+/// Hex SHA-256 of `bytes`: a plugin's identity in listings, events and the folder's state.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::{Digest, Sha256};
+    hex::encode(Sha256::digest(bytes))
 }
 
 /// What happened to a plugin, for the log and the audit trail.
@@ -101,7 +110,7 @@ impl PluginEventSink for LogSink {
 
 /// Log an event and count it in the metrics (what every sink does first).
 pub fn log_event(e: &PluginEvent) {
-    crate::metrics::get().plugin_reloads.get_or_create(&crate::metrics::OutcomeLabel { outcome: e.action.as_str().to_owned() }).inc();
+    crate::metrics::get().reloaded(e.action.as_str());
     match e.action {
         PluginAction::Failed => tracing::error!(plugin = %e.plugin, source = %e.source, "plugin not loaded: {}", e.message),
         _ => tracing::info!(plugin = %e.plugin, kind = ?e.kind, sha256 = ?e.sha256, source = %e.source, "plugin {}", e.action.as_str()),
@@ -210,12 +219,17 @@ pub struct PluginRuntime {
 }
 
 impl PluginRuntime {
-    /// Load the bundled plugins and the watched folder; start the epoch ticker.
+    /// Load the `bundled` components and the watched folder; start the epoch ticker.
     /// (The folder watcher is started separately with [`PluginRuntime::watch`].)
-    pub fn start(cfg: &PluginsConfig, data_dir: &Path, events: Arc<dyn PluginEventSink>) -> anyhow::Result<Arc<Self>> {
+    pub fn start(
+        cfg: &PluginsConfig,
+        data_dir: &Path,
+        bundled_components: Bundled,
+        events: Arc<dyn PluginEventSink>,
+    ) -> anyhow::Result<Arc<Self>> {
         let loader = Loader::new(cfg)?;
         let mut bundled = BTreeMap::new();
-        for (crate_name, bytes) in bundled::BUNDLED {
+        for (crate_name, bytes) in bundled_components {
             match loader.load(bytes, Source::Bundled) {
                 Ok(p) => {
                     events.event(PluginEvent {
@@ -268,7 +282,7 @@ impl PluginRuntime {
     /// next call, get the new grants and limits (`[plugins.settings.<name>]`
     /// `allowed_outbound_hosts` and `read_only_dirs`, `call_timeout_ms`,
     /// `memory_limit_mb` up to its value at start). Warm retriever instances
-    /// made under the old grants are replaced (`knowledge`). Returns the names
+    /// made under the old grants are replaced (by their owner: the host's knowledge bases). Returns the names
     /// of the plugins whose grants changed.
     pub fn update_config(&self, cfg: &PluginsConfig) -> Vec<String> {
         if memory_bytes(cfg) > self.loader.max_memory_bytes {
@@ -302,7 +316,7 @@ impl PluginRuntime {
     /// Events are published only after the new snapshot is in place, so whoever
     /// sees "reloaded" or "removed" also sees the registry that matches it.
     pub fn rescan(&self) {
-        crate::metrics::get().plugin_scans.inc();
+        crate::metrics::get().scans.inc();
         let rules = self.rules();
         let mut folder = self.folder.lock().unwrap_or_else(|p| p.into_inner());
         let report = folder.scan(&rules, |bytes, path| self.loader.load(bytes, Source::File(path.to_path_buf())));
@@ -438,30 +452,4 @@ pub struct FileSummary {
 pub struct PreviousVersion {
     pub plugin: String,
     pub sha256: String,
-}
-
-#[cfg(test)]
-mod tests {
-    use super::bundled::BUNDLED;
-
-    /// The request path's bundled guests are built for
-    /// `wasm32-unknown-unknown` (host/build.rs): their components import
-    /// their world's interfaces only, no WASI, so an instance is one core
-    /// module. The retrievers, which read files and clocks, keep WASI.
-    #[test]
-    fn the_request_paths_bundled_components_import_no_wasi() {
-        let engine = wasmtime::Engine::default();
-        let mut checked = 0;
-        for (name, bytes) in BUNDLED {
-            let component = wasmtime::component::Component::new(&engine, bytes).expect("a bundled component compiles");
-            let imports: Vec<String> = component.component_type().imports(&engine).map(|(n, _)| n.to_owned()).collect();
-            if name.starts_with("retriever-") {
-                assert!(imports.iter().any(|i| i.starts_with("wasi:")), "{name} keeps WASI: {imports:?}");
-                continue;
-            }
-            assert!(imports.iter().all(|i| i.starts_with("gatehouse:plugin/")), "{name} imports more than its world: {imports:?}");
-            checked += 1;
-        }
-        assert!(checked >= 8, "providers, shields and policies are bundled ({checked})");
-    }
 }

@@ -7,10 +7,10 @@ use std::sync::Arc;
 
 use tokio::sync::mpsc;
 
-use super::{PluginAction, PluginEvent, PluginEventSink, log_event};
 use crate::audit::{Audit, category, kind, outcome};
 use crate::store::Store;
 use crate::store::model::Severity;
+use crate::wasm::{PluginAction, PluginEvent, PluginEventSink, log_event};
 
 pub struct AuditSink {
     tx: mpsc::Sender<PluginEvent>,
