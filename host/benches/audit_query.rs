@@ -7,10 +7,10 @@
 use std::time::{Duration, Instant};
 
 use chrono::{TimeZone, Utc};
-use gatehouse::audit::{Audit, category, kind};
-use gatehouse::store::model::Severity;
-use gatehouse::store::redb::{RedbStore, audit};
-use gatehouse::store::{AuditQuery, Store};
+use gatehouse_store::audit::{Audit, category, kind};
+use gatehouse_store::model::Severity;
+use gatehouse_store::redb::{RedbStore, audit};
+use gatehouse_store::{AuditQuery, Store};
 
 const RECORDS: u64 = 1_000_000;
 const DAYS: u64 = 100;

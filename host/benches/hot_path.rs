@@ -10,15 +10,15 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use gatehouse::api::admin::keys::new_key;
-use gatehouse::audit::{Audit, category, kind};
 use gatehouse::auth::keys::{ApiKeySecret, KeyHash};
 use gatehouse::auth::limits::{BucketSet, Limiter};
 use gatehouse::chat::request::{self, TimeoutDefaults};
 use gatehouse::config::RateLimits;
-use gatehouse::store::Store;
-use gatehouse::store::model::User;
-use gatehouse::store::records::{RequestOutcome, UsageDelta};
-use gatehouse::store::redb::RedbStore;
+use gatehouse_store::Store;
+use gatehouse_store::audit::{Audit, category, kind};
+use gatehouse_store::model::User;
+use gatehouse_store::records::{RequestOutcome, UsageDelta};
+use gatehouse_store::redb::RedbStore;
 
 const N: usize = 20_000;
 const WARMUP: usize = 500;
@@ -105,9 +105,9 @@ fn usage_writes(rt: &tokio::runtime::Runtime, s: &Arc<RedbStore>, writers: usize
     (samples, t0.elapsed())
 }
 
-fn receipt(bundle_id: &str) -> gatehouse::receipts::Receipt {
-    let hash = gatehouse::receipts::sha256_hex(bundle_id.as_bytes());
-    gatehouse::receipts::Receipt {
+fn receipt(bundle_id: &str) -> gatehouse_store::receipts::Receipt {
+    let hash = gatehouse_store::receipts::sha256_hex(bundle_id.as_bytes());
+    gatehouse_store::receipts::Receipt {
         bundle_id: bundle_id.into(),
         request_id: "req-0123456789abcdef0123456789abcdef".into(),
         request_hash: hash.clone(),
@@ -186,7 +186,7 @@ fn main() {
     // the 64-connection benchmark commits).
     {
         let dir = tempfile::tempdir().expect("tmp");
-        let signer = gatehouse::receipts::Signer25519::load_or_create(dir.path()).expect("key");
+        let signer = gatehouse_store::receipts::Signer25519::load_or_create(dir.path()).expect("key");
         let one = receipt("rcpt_bench");
         b.run("receipt  signed alone", N / 4, || {
             std::hint::black_box(signer.sign(one.clone()));

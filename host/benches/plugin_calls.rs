@@ -16,8 +16,8 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use gatehouse::wasm::plugin::{policy_calls as pc, provider_calls as pv, retriever_calls as rc, shield_calls as sc};
-use gatehouse::wasm::{Kind, LogSink, PluginRuntime, PluginsConfig, Registry};
+use gatehouse_plugin_host::plugin::{policy_calls as pc, provider_calls as pv, retriever_calls as rc, shield_calls as sc};
+use gatehouse_plugin_host::{Kind, LogSink, PluginRuntime, PluginsConfig, Registry};
 
 /// Calls per row (shield rows with 2 KB inputs use a fifth of it).
 const N: usize = 5000;
@@ -201,7 +201,7 @@ fn main() {
     let b = Bench { filter };
     let data = tempfile::tempdir().expect("tmp");
     let config = PluginsConfig { dir: std::env::var_os("GATEHOUSE_BENCH_PLUGINS").map(Into::into), ..PluginsConfig::default() };
-    let rt = PluginRuntime::start(&config, data.path(), Arc::new(LogSink)).expect("runtime");
+    let rt = PluginRuntime::start(&config, data.path(), gatehouse::bundled::BUNDLED, Arc::new(LogSink)).expect("runtime");
     let reg = rt.snapshot();
     let prompt = "Please summarise the attached quarterly report for the board. ".repeat(32); // ~2 KB
 
@@ -211,7 +211,7 @@ fn main() {
     retrievers(&b, &reg);
     println!("(instantiate + call + drop, one thread; {} plugins loaded)", reg.len());
     if let Some(dir) = &config.dir {
-        let from_dir = reg.list().into_iter().filter(|p| matches!(p.source, gatehouse::wasm::Source::File(_))).count();
+        let from_dir = reg.list().into_iter().filter(|p| matches!(p.source, gatehouse_plugin_host::Source::File(_))).count();
         println!("({from_dir} of them from {})", dir.display());
     }
 }

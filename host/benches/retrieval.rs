@@ -10,10 +10,10 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use arc_swap::ArcSwap;
+use gatehouse::chat::adapters::knowledge::Knowledge;
 use gatehouse::chat::retrieval::KnowledgeBases;
 use gatehouse::config::{Config, IndexConfig};
-use gatehouse::wasm::knowledge::Knowledge;
-use gatehouse::wasm::{LogSink, PluginRuntime};
+use gatehouse_plugin_host::{LogSink, PluginRuntime};
 
 const QUERIES: usize = 2000;
 
@@ -45,7 +45,7 @@ fn main() {
             config: serde_json::json!({}),
         },
     );
-    let runtime = PluginRuntime::start(&config.plugins, data.path(), Arc::new(LogSink)).expect("runtime");
+    let runtime = PluginRuntime::start(&config.plugins, data.path(), gatehouse::bundled::BUNDLED, Arc::new(LogSink)).expect("runtime");
     let knowledge = Knowledge::new(runtime, Arc::new(ArcSwap::from_pointee(config)));
 
     // Index build: the first query builds the index in a fresh instance.

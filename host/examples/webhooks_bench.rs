@@ -22,13 +22,13 @@ use arc_swap::ArcSwap;
 use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::StatusCode;
-use gatehouse::audit::{Audit, category, kind};
 use gatehouse::config::Config;
-use gatehouse::store::Store;
-use gatehouse::store::records::OutboxEvent;
-use gatehouse::store::redb::RedbStore;
-use gatehouse::webhooks::store::{Endpoint, WebhookStore};
 use gatehouse::webhooks::{WebhookSecret, Webhooks};
+use gatehouse_store::Store;
+use gatehouse_store::audit::{Audit, category, kind};
+use gatehouse_store::records::OutboxEvent;
+use gatehouse_store::redb::RedbStore;
+use gatehouse_store::webhooks::{Endpoint, WebhookStore};
 
 fn clock() -> &'static Instant {
     static T0: OnceLock<Instant> = OnceLock::new();
@@ -98,7 +98,7 @@ async fn add_endpoint(store: &RedbStore, n: usize, url: &str) {
         updated_at: now,
     };
     let audit = Audit::new(kind::WEBHOOK_MANAGEMENT, category::SYSTEM_INTEGRITY, "bench").build();
-    store.create_endpoint(ep, WebhookSecret::generate(), audit).await.expect("endpoint");
+    store.create_endpoint(ep, WebhookSecret::generate().into(), audit).await.expect("endpoint");
 }
 
 fn event() -> OutboxEvent {

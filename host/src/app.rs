@@ -8,7 +8,7 @@ use arc_swap::ArcSwap;
 use crate::auth::limits::Limiter;
 use crate::chat::deps::ChatDeps;
 use crate::config::Config;
-use crate::store::Store;
+use gatehouse_store::Store;
 
 /// Everything a handler may need: one `Arc`, so the clones axum makes per
 /// request (state extractor, each middleware) are one reference count each.
@@ -38,8 +38,8 @@ pub struct Shared {
     pub limiter: Arc<Limiter>,
     /// Failed authentication by client address (metric, burst audit records).
     pub auth_failures: Arc<crate::auth::failures::FailureWatch>,
-    pub plugins: Arc<crate::wasm::PluginRuntime>,
-    pub receipts: Arc<crate::receipts::Signer25519>,
+    pub plugins: Arc<gatehouse_plugin_host::PluginRuntime>,
+    pub receipts: Arc<gatehouse_store::receipts::Signer25519>,
     pub webhooks: Arc<crate::webhooks::Webhooks>,
     pub started: Instant,
     /// The chat pipeline's dependencies.

@@ -6,11 +6,11 @@
 //! user owns it and the creation is audited.
 
 use crate::api::admin::keys::new_key;
-use crate::audit::{Audit, category, kind};
 use crate::auth::keys::ApiKeySecret;
 use crate::config::BOOTSTRAP_KEY_ENV;
-use crate::store::model::{AuditUser, User};
-use crate::store::{Store, StoreError};
+use gatehouse_store::audit::{Audit, category, kind};
+use gatehouse_store::model::{AuditUser, User};
+use gatehouse_store::{Store, StoreError};
 
 /// How the first admin key came to be.
 #[derive(Debug, PartialEq, Eq)]

@@ -6,9 +6,9 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::auth::keys::ApiKeySecret;
 use crate::config::Config;
-use crate::store::Store;
-use crate::store::model::AuditUser;
-use crate::store::redb::RedbStore;
+use gatehouse_store::Store;
+use gatehouse_store::model::AuditUser;
+use gatehouse_store::redb::RedbStore;
 
 /// Gatehouse: an AI inference gateway with WebAssembly plugins.
 #[derive(Debug, Parser)]
@@ -152,9 +152,9 @@ pub async fn run_offline(cmd: Command) -> anyhow::Result<i32> {
             KeysAction::Revoke { config, id } => {
                 let cfg = load(&config)?;
                 let store = open_store(&cfg)?;
-                let audit = crate::audit::Audit::new(
-                    crate::audit::kind::API_KEY_MANAGEMENT,
-                    crate::audit::category::ACCESS_CONTROL,
+                let audit = gatehouse_store::audit::Audit::new(
+                    gatehouse_store::audit::kind::API_KEY_MANAGEMENT,
+                    gatehouse_store::audit::category::ACCESS_CONTROL,
                     format!("API key {id} revoked"),
                 )
                 .user(Some(cli_actor()))
@@ -170,12 +170,17 @@ pub async fn run_offline(cmd: Command) -> anyhow::Result<i32> {
         Command::Plugins { action } => match action {
             PluginsAction::List(c) => {
                 let cfg = load(&c)?;
-                let rt = crate::wasm::PluginRuntime::start(&cfg.plugins, &cfg.data_dir, std::sync::Arc::new(crate::wasm::LogSink))?;
+                let rt = gatehouse_plugin_host::PluginRuntime::start(
+                    &cfg.plugins,
+                    &cfg.data_dir,
+                    crate::bundled::BUNDLED,
+                    std::sync::Arc::new(gatehouse_plugin_host::LogSink),
+                )?;
                 println!("{:<22} {:<10} {:<12} {:>9}  {:<16}  source", "name", "kind", "version", "bytes", "sha256");
                 for p in rt.list() {
                     let source = match &p.source {
-                        crate::wasm::Source::Bundled => "bundled".to_owned(),
-                        crate::wasm::Source::File(f) => f.display().to_string(),
+                        gatehouse_plugin_host::Source::Bundled => "bundled".to_owned(),
+                        gatehouse_plugin_host::Source::File(f) => f.display().to_string(),
                     };
                     println!("{:<22} {:<10} {:<12} {:>9}  {:<16}  {source}", p.name, p.kind.as_str(), p.version, p.size, &p.sha256[..16]);
                 }
@@ -183,7 +188,7 @@ pub async fn run_offline(cmd: Command) -> anyhow::Result<i32> {
             }
             PluginsAction::Check { config, file } => {
                 let cfg = load(&config)?;
-                match crate::wasm::PluginRuntime::inspect_file(&cfg.plugins, &file) {
+                match gatehouse_plugin_host::PluginRuntime::inspect_file(&cfg.plugins, &file) {
                     Ok(p) => {
                         println!("{}", serde_json::to_string_pretty(&p)?);
                         Ok(0)

@@ -13,7 +13,7 @@ use figment::Figment;
 use figment::providers::{Env, Format, Toml};
 use serde::{Deserialize, Serialize};
 
-use crate::wasm::PluginsConfig;
+use gatehouse_plugin_host::PluginsConfig;
 
 /// Environment variable holding the first admin key on a fresh install.
 pub const BOOTSTRAP_KEY_ENV: &str = "GATEHOUSE_BOOTSTRAP_ADMIN_KEY";

@@ -15,7 +15,7 @@ use serde_json::{Map, Value, json};
 use utoipa::ToSchema;
 
 use crate::request_id;
-use crate::store::StoreError;
+use gatehouse_store::StoreError;
 
 /// The short `error` texts of the flat format. The first seven are the
 /// contract's originals, verbatim; the rest are ours; all are stable.

@@ -1,12 +1,15 @@
 //! Gatehouse: an AI inference gateway whose extension points are WebAssembly
-//! components. See `ARCHITECTURE.md` for the shape; modules follow it top-down:
-//! `api` calls `chat`, `auth`, `audit`; those call `plugins` and `store`.
+//! components. `ARCHITECTURE.md` draws the shape; the layers, from the top:
+//! entry (`server`, `cli`, …) → `api` → `app` → `chat`, `webhooks` → `auth` →
+//! the foundation (`error`, `time`, `config`, `metrics`, …), over the two
+//! crates `gatehouse-plugin-host` and `gatehouse-store`. `host/tests/layers.rs`
+//! keeps it so.
 
 pub mod api;
 pub mod app;
-pub mod audit;
 pub mod auth;
 pub mod bootstrap;
+pub mod bundled;
 pub mod chat;
 pub mod cli;
 pub mod config;
@@ -15,11 +18,9 @@ pub mod fuzzing;
 pub mod logging;
 pub mod metrics;
 pub mod net;
-pub mod receipts;
+pub mod plugin_audit;
 pub mod reload;
 pub mod request_id;
 pub mod server;
-pub mod store;
 pub mod time;
-pub mod wasm;
 pub mod webhooks;

@@ -48,11 +48,6 @@ pub struct ReasonLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
-pub struct PluginLabel {
-    pub plugin: String,
-}
-
-#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct IndexLabel {
     pub index: String,
 }
@@ -86,9 +81,9 @@ pub struct Metrics {
     pub upstream_latency: Family<ModelLabel, Histogram>,
     pub time_to_first_token: Family<ModelLabel, Histogram>,
     pub failovers: Family<ReasonLabel, Counter>,
-    pub plugin_call_duration: Family<PluginLabel, Histogram>,
-    pub plugin_faults: Family<PluginLabel, Counter>,
-    pub plugin_reloads: Family<OutcomeLabel, Counter>,
+    pub plugin_call_duration: Family<gatehouse_plugin_host::metrics::PluginLabel, Histogram>,
+    pub plugin_faults: Family<gatehouse_plugin_host::metrics::PluginLabel, Counter>,
+    pub plugin_reloads: Family<gatehouse_plugin_host::metrics::OutcomeLabel, Counter>,
     /// Scans of the watched plugin folder (one per debounced change, none while idle).
     pub plugin_scans: Counter,
     pub webhook_queue_depth: Gauge,
@@ -116,11 +111,12 @@ impl Metrics {
         let upstream_latency = Family::<ModelLabel, Histogram>::new_with_constructor(|| Histogram::new(latency_buckets()) as Histogram);
         let time_to_first_token = Family::<ModelLabel, Histogram>::new_with_constructor(|| Histogram::new(latency_buckets()) as Histogram);
         let failovers = Family::<ReasonLabel, Counter>::default();
-        let plugin_call_duration =
-            Family::<PluginLabel, Histogram>::new_with_constructor(|| Histogram::new(latency_buckets()) as Histogram);
-        let plugin_faults = Family::<PluginLabel, Counter>::default();
-        let plugin_reloads = Family::<OutcomeLabel, Counter>::default();
-        let plugin_scans = Counter::default();
+        // The plugin runtime crate records these; registered here under their names.
+        let plugins = gatehouse_plugin_host::metrics::get();
+        let plugin_call_duration = plugins.call_duration.clone();
+        let plugin_faults = plugins.faults.clone();
+        let plugin_reloads = plugins.reloads.clone();
+        let plugin_scans = plugins.scans.clone();
         let webhook_queue_depth = Gauge::default();
         let provider_sessions = Gauge::default();
         let chat_in_flight = Gauge::default();
@@ -130,10 +126,12 @@ impl Metrics {
         let auth_failures = Family::<ReasonLabel, Counter>::default();
         let retrieval_duration = Family::<IndexLabel, Histogram>::new_with_constructor(|| Histogram::new(latency_buckets()) as Histogram);
         let retrieval_failures = Family::<IndexLabel, Counter>::default();
-        let store_commits = Counter::default();
+        // The store crate records these; registered here under their names.
+        let store = gatehouse_store::metrics::get();
+        let store_commits = store.commits.clone();
         let retention_deleted = Family::<TableLabel, Counter>::default();
-        let store_commit_writes = Histogram::new(prometheus_client::metrics::histogram::exponential_buckets(1.0, 2.0, 10));
-        let store_commit_duration = Histogram::new(latency_buckets());
+        let store_commit_writes = store.commit_writes.clone();
+        let store_commit_duration = store.commit_duration.clone();
         registry.register("http_requests", "HTTP requests by route and status", requests.clone());
         registry.register("http_request_duration_seconds", "HTTP request latency by route", request_duration.clone());
         registry.register("upstream_latency_seconds", "Upstream answer time by model (successful attempts)", upstream_latency.clone());
@@ -263,17 +261,6 @@ impl Metrics {
         if failed {
             self.retrieval_failures.get_or_create(&label).inc();
         }
-    }
-
-    /// The call-time series of one plugin, to keep and observe without a
-    /// label lookup per call (a clone shares the series).
-    pub fn plugin_call_histogram(&self, plugin: &str) -> Histogram {
-        self.plugin_call_duration.get_or_create(&PluginLabel { plugin: plugin.to_owned() }).clone()
-    }
-
-    /// A call (or one of several calls on one instance) that trapped, ran out of time or memory, or failed.
-    pub fn plugin_fault(&self, plugin: &str) {
-        self.plugin_faults.get_or_create(&PluginLabel { plugin: plugin.to_owned() }).inc();
     }
 
     /// Webhook attempts by what came of them: `delivered`, `retry` (failed, scheduled again),

@@ -19,9 +19,9 @@ use std::time::Duration;
 use notify::{RecursiveMode, Watcher};
 
 use crate::app::AppState;
-use crate::audit::{Audit, category, kind, outcome};
 use crate::config::Config;
-use crate::store::model::Severity;
+use gatehouse_store::audit::{Audit, category, kind, outcome};
+use gatehouse_store::model::Severity;
 
 /// Load, check and swap. Returns whether the new config is serving.
 pub async fn reload(app: &AppState, path: &Path, trigger: &str) -> bool {

@@ -9,7 +9,7 @@ use tokio::net::TcpListener;
 use crate::app::AppState;
 use crate::bootstrap::{self, Bootstrap};
 use crate::config::Config;
-use crate::store::redb::RedbStore;
+use gatehouse_store::redb::RedbStore;
 
 mod idle;
 pub mod peers;
@@ -18,7 +18,7 @@ pub mod peers;
 pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> anyhow::Result<()> {
     let started = Instant::now();
     catch_file_size_signal();
-    let receipts = Arc::new(crate::receipts::Signer25519::load_or_create(&config.data_dir)?);
+    let receipts = Arc::new(gatehouse_store::receipts::Signer25519::load_or_create(&config.data_dir)?);
     let store = Arc::new(RedbStore::open_with(&config.data_dir, config.durable_writes, Some(receipts.clone()))?);
     match bootstrap::ensure_admin(store.as_ref()).await? {
         Bootstrap::Generated(secret) => {
@@ -33,19 +33,23 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> any
     let listener = TcpListener::bind(config.listen).await.map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
     let addr = listener.local_addr()?;
     let grace = Duration::from_millis(config.server.shutdown_grace_ms);
-    let store_dyn: Arc<dyn crate::store::Store> = store.clone();
+    let store_dyn: Arc<dyn gatehouse_store::Store> = store.clone();
     let targets = crate::chat::providers::targets(&config)?;
     config.plugins.check_secrets().map_err(|e| anyhow::anyhow!(e))?;
     crate::metrics::get().configure_models(&config);
     let transport = crate::chat::transport::Transport::new(&config.upstream)?;
     let breakers =
         crate::chat::breaker::Breakers::new(config.upstream.breaker_failures, Duration::from_millis(config.upstream.breaker_cooldown_ms));
-    let plugins =
-        crate::wasm::PluginRuntime::start(&config.plugins, &config.data_dir, crate::wasm::audit_sink::AuditSink::start(store.clone()))?;
+    let plugins = gatehouse_plugin_host::PluginRuntime::start(
+        &config.plugins,
+        &config.data_dir,
+        crate::bundled::BUNDLED,
+        crate::plugin_audit::AuditSink::start(store.clone()),
+    )?;
     let config_swap = Arc::new(ArcSwap::from_pointee(config.clone()));
     let adapters: Arc<dyn crate::chat::providers::AdapterSource> =
-        Arc::new(crate::wasm::adapters::RuntimeAdapters { runtime: plugins.clone(), config: config_swap.clone() });
-    let knowledge = crate::wasm::knowledge::Knowledge::new(plugins.clone(), config_swap.clone());
+        Arc::new(crate::chat::adapters::plugins::RuntimeAdapters { runtime: plugins.clone(), config: config_swap.clone() });
+    let knowledge = crate::chat::adapters::knowledge::Knowledge::new(plugins.clone(), config_swap.clone());
     knowledge.seed_folders()?;
     let webhooks = crate::webhooks::Webhooks::start(store.clone(), config_swap.clone()).await?;
     let sweeper = crate::chat::idempotency::spawn_sweeper(store_dyn.clone());

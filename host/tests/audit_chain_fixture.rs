@@ -4,8 +4,8 @@
 //! verifies with no break, keeps every old hash, gets one marker record on
 //! the next append, and still shows a planted edit.
 
-use gatehouse::store::Store;
-use gatehouse::store::redb::{RedbStore, audit, schema, tables};
+use gatehouse_store::Store;
+use gatehouse_store::redb::{RedbStore, audit, schema, tables};
 use redb::{ReadableDatabase, ReadableTable};
 
 fn open_fixture() -> (tempfile::TempDir, RedbStore) {
@@ -34,7 +34,7 @@ async fn a_chain_written_before_format_2_verifies_and_keeps_its_bytes() {
     assert_eq!(r.breaks, 0);
 
     store
-        .append_audit(vec![gatehouse::audit::Audit::new("system", "system_integrity", "after the upgrade").build()])
+        .append_audit(vec![gatehouse_store::audit::Audit::new("system", "system_integrity", "after the upgrade").build()])
         .await
         .expect("append");
     let after = stored_values(&store);

@@ -2,9 +2,9 @@
 //! fixture `tests/fixtures/schema-v<N>.redb` opens, reaches the current
 //! version, keeps its data, and the audit chain still verifies.
 
-use gatehouse::auth::keys::KeyHash;
-use gatehouse::store::redb::{RedbStore, schema};
-use gatehouse::store::{AuditQuery, Store};
+use gatehouse_store::KeyHash;
+use gatehouse_store::redb::{RedbStore, schema};
+use gatehouse_store::{AuditQuery, Store};
 
 #[test]
 fn a_v1_data_dir_migrates_to_the_current_schema() {

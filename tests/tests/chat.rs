@@ -368,7 +368,7 @@ async fn a_concurrent_duplicate_waits_for_the_first() {
 
 #[tokio::test]
 async fn idempotency_records_past_their_ttl_are_deleted_from_the_data_file() {
-    use gatehouse::store::Store;
+    use gatehouse_store::Store;
     let mock = MockUpstream::start().await;
     let mut s = builder(&mock).toml("[chat]\nidempotency_ttl_secs = 1\n").start();
     let (_, plain, key_id) = s.create_key(json!({})).await;
@@ -382,7 +382,7 @@ async fn idempotency_records_past_their_ttl_are_deleted_from_the_data_file() {
     let metrics = s.admin(Method::GET, "/metrics").send().await.expect("metrics").text().await.expect("text");
     assert!(metrics.contains("gatehouse_retention_deleted_total{table=\"idempotency\"} 2"), "{metrics}");
     assert!(s.terminate(), "clean shutdown");
-    let store = gatehouse::store::redb::RedbStore::open(&s.data_dir, true).expect("open the data file");
+    let store = gatehouse_store::redb::RedbStore::open(&s.data_dir, true).expect("open the data file");
     for idem in ["one", "two"] {
         assert_eq!(store.idempotency_get(&format!("{key_id}/{idem}")).expect("read"), None, "{idem} is still stored");
     }

@@ -15,8 +15,8 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use gatehouse::chat::sse::SseDecoder;
 use gatehouse::chat::types::HttpRequestDesc;
-use gatehouse::wasm::plugin::provider_calls as pv;
-use gatehouse::wasm::{Kind, Plugin, PluginAction, PluginError, PluginEvent, PluginEventSink, PluginRuntime, PluginsConfig};
+use gatehouse_plugin_host::plugin::provider_calls as pv;
+use gatehouse_plugin_host::{Kind, Plugin, PluginAction, PluginError, PluginEvent, PluginEventSink, PluginRuntime, PluginsConfig};
 use gatehouse_tests::plugins::{self, install, install_bytes};
 use sha2::{Digest, Sha256};
 
@@ -64,7 +64,7 @@ fn config(call_timeout_ms: u64, memory_limit_mb: u64) -> PluginsConfig {
 
 fn start(data: &Path, cfg: &PluginsConfig) -> (Arc<PluginRuntime>, Arc<Events>) {
     let events = Arc::new(Events::default());
-    let rt = PluginRuntime::start(cfg, data, events.clone()).expect("the runtime starts");
+    let rt = PluginRuntime::start(cfg, data, gatehouse::bundled::BUNDLED, events.clone()).expect("the runtime starts");
     (rt, events)
 }
 
@@ -148,7 +148,7 @@ fn bundled_plugins_load_from_an_empty_data_dir() {
 
 #[test]
 fn inspect_then_canary_on_one_instance_answers_as_the_two_calls_do() {
-    use gatehouse::wasm::plugin::shield_calls as sc;
+    use gatehouse_plugin_host::plugin::shield_calls as sc;
     let data = tempfile::tempdir().expect("tmp");
     let (rt, _) = start(data.path(), &PluginsConfig::default());
     let shield = rt.snapshot().of_kind("prompt-shield", Kind::Shield).expect("prompt-shield is bundled");
@@ -187,7 +187,7 @@ async fn the_echo_provider_answers_through_the_host_echo_transport() {
     // A plain request: the transport's JSON body, parsed back by the plugin.
     let http = echo.build_request(&up, &chat("hello there world", false)).expect("call").expect("request");
     assert!(http.url.starts_with("echo://"), "{}", http.url);
-    let resp = gatehouse::wasm::echo::respond(&desc(http));
+    let resp = gatehouse::chat::transport::echo::respond(&desc(http));
     assert_eq!(resp.status, 200);
     let body: Vec<u8> = resp.body.map(|c| c.expect("chunk").to_vec()).concat().await;
     let c = echo.parse_response(&up, 200, &String::from_utf8(body).expect("utf-8")).expect("call").expect("completion");
@@ -197,7 +197,7 @@ async fn the_echo_provider_answers_through_the_host_echo_transport() {
 
     // A stream: several SSE events, decoded by the same decoder real providers use.
     let http = echo.build_request(&up, &chat("hello there world", true)).expect("call").expect("request");
-    let resp = gatehouse::wasm::echo::respond(&desc(http));
+    let resp = gatehouse::chat::transport::echo::respond(&desc(http));
     assert_eq!(resp.status, 200);
     let mut decoder = SseDecoder::new();
     let mut events = Vec::new();
@@ -228,8 +228,8 @@ async fn the_echo_provider_answers_through_the_host_echo_transport() {
 /// with fresh instances.
 #[test]
 fn a_provider_session_serves_an_attempt_on_one_instance_within_its_share_of_the_pool() {
-    use gatehouse::wasm::PROVIDER_SESSIONS;
-    use gatehouse::wasm::plugin::provider_sessions_held;
+    use gatehouse_plugin_host::PROVIDER_SESSIONS;
+    use gatehouse_plugin_host::plugin::provider_sessions_held;
     let data = tempfile::tempdir().expect("tmp");
     install(plugins::BAD_TRAP, &data.path().join("plugins"), "trap.wasm");
     let (rt, _) = start(data.path(), &config(500, 32));
@@ -241,7 +241,7 @@ fn a_provider_session_serves_an_attempt_on_one_instance_within_its_share_of_the_
     assert!(!session.holds_instance(), "nothing is instantiated before the first call");
     let http = session.build_request(&upstream(), &chat("one instance", false)).expect("call").expect("request");
     assert!(session.holds_instance(), "the first call keeps its instance");
-    let resp = gatehouse::wasm::echo::respond(&desc(http));
+    let resp = gatehouse::chat::transport::echo::respond(&desc(http));
     let body = futures::executor::block_on(resp.body.map(|c| c.expect("chunk").to_vec()).concat());
     let c = session.parse_response(&upstream(), 200, &String::from_utf8(body).expect("utf-8")).expect("call").expect("completion");
     assert_eq!(c.content, "Echo: one instance");
@@ -373,7 +373,7 @@ fn each_faulty_plugin_fails_alone_within_its_deadline() {
 /// the next call works.
 #[test]
 fn bundled_plugins_take_inputs_past_their_arena_and_fail_cleanly_at_the_cap() {
-    use gatehouse::wasm::plugin::shield_calls as sc;
+    use gatehouse_plugin_host::plugin::shield_calls as sc;
     let big = "Please summarise the quarterly report for the board and mail it to ann@example.com. ".repeat(18 * 1024);
     assert!(big.len() > 1 << 20, "larger than the arena");
     let inspect = |text: &str| sc::InspectRequest {

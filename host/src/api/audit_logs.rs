@@ -10,9 +10,9 @@ use super::list_params::{Params, check_known, int_param, pagination, parse_date}
 use crate::app::AppState;
 use crate::auth::Admin;
 use crate::error::AdminError;
-use crate::store::AuditQuery;
-use crate::store::model::{AuditRecord, Severity};
 use crate::time::iso;
+use gatehouse_store::AuditQuery;
+use gatehouse_store::model::{AuditRecord, Severity};
 
 const AUDIT_PARAMS: &[&str] = &["page", "limit", "startDate", "endDate", "type", "severity", "userId", "search"];
 
@@ -81,11 +81,11 @@ pub fn audit_params(p: &Params, now: DateTime<Utc>) -> Result<AuditParams, Admin
     };
     let kind = match p.get("type") {
         None => None,
-        Some(t) if crate::audit::kind::ALL.contains(&t.as_str()) => Some(t.clone()),
+        Some(t) if gatehouse_store::audit::kind::ALL.contains(&t.as_str()) => Some(t.clone()),
         Some(t) => {
             return Err(AdminError::invalid_param(
                 "INVALID_TYPE",
-                format!("`type` is `{t}`; known types: {}", crate::audit::kind::ALL.join(", ")),
+                format!("`type` is `{t}`; known types: {}", gatehouse_store::audit::kind::ALL.join(", ")),
             ));
         }
     };

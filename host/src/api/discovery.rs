@@ -10,7 +10,7 @@ use crate::auth::Authed;
 use crate::chat::providers::model_permitted;
 use crate::chat::request::ZERO_KNOWLEDGE;
 use crate::chat::types::ModelId;
-use crate::wasm::Kind;
+use gatehouse_plugin_host::Kind;
 
 /// `GET /api/models`.
 #[utoipa::path(

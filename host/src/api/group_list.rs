@@ -11,8 +11,8 @@ use super::list_params::{Params, check_known, int_param, pagination};
 use crate::app::AppState;
 use crate::auth::Admin;
 use crate::error::AdminError;
-use crate::store::model::GroupStatus;
 use crate::time::iso;
+use gatehouse_store::model::GroupStatus;
 
 const GROUP_PARAMS: &[&str] = &["page", "limit", "search", "status", "sortBy", "sortOrder"];
 /// Fields `sortBy` accepts.
@@ -84,7 +84,7 @@ pub async fn groups(State(app): State<AppState>, Admin(_): Admin, Query(p): Quer
     };
     let search = p.get("search").map(|s| s.trim().to_lowercase()).filter(|s| !s.is_empty());
 
-    let users: HashMap<String, crate::store::model::User> = app.store.list_users()?.into_iter().map(|u| (u.id.clone(), u)).collect();
+    let users: HashMap<String, gatehouse_store::model::User> = app.store.list_users()?.into_iter().map(|u| (u.id.clone(), u)).collect();
     let mut rows: Vec<_> = app
         .store
         .list_groups()?

@@ -25,7 +25,7 @@ pub async fn metrics(State(app): State<AppState>, _reader: MetricsReader) -> Res
         }
         Err(e) => tracing::warn!(error = %e, "reading the webhook queue depth failed"),
     }
-    metrics::get().provider_sessions.set(i64::try_from(crate::wasm::plugin::provider_sessions_held()).unwrap_or(i64::MAX));
+    metrics::get().provider_sessions.set(i64::try_from(gatehouse_plugin_host::plugin::provider_sessions_held()).unwrap_or(i64::MAX));
     metrics::get().chat_in_flight.set(i64::try_from(app.chat.admission.in_flight()).unwrap_or(i64::MAX));
     ([(header::CONTENT_TYPE, "application/openmetrics-text; version=1.0.0; charset=utf-8")], metrics::get().encode()).into_response()
 }

@@ -117,14 +117,14 @@ use serde_json::{Value, json};
 use crate::api::admin::{new_id, ok, text_field};
 use crate::api::json::AdminJson;
 use crate::api::schema::Success;
-use crate::audit::{Audit, category, kind};
 use crate::auth::{Admin, AuthContext};
 use crate::error::{AdminError, NestedError};
-use crate::store::model::{AuditEntry, AuditUser};
-use crate::store::records::OutboxEvent;
 use crate::time::iso;
 use crate::webhooks::store::{Delivery, DeliveryStatus, Endpoint, EndpointPatch, TEST_EVENT};
 use crate::webhooks::{EVENT_CATALOG, WebhookSecret, Webhooks, is_known_event, ssrf};
+use gatehouse_store::audit::{Audit, category, kind};
+use gatehouse_store::model::{AuditEntry, AuditUser};
+use gatehouse_store::records::OutboxEvent;
 
 /// Longest description.
 const MAX_DESCRIPTION: usize = 500;
@@ -351,7 +351,7 @@ async fn create(State(wh): Wh, Admin(ctx): Admin, AdminJson(body): AdminJson<Cre
             .meta("enabled", endpoint.enabled),
         "POST /api/admin/webhooks",
     );
-    let endpoint = wh.store.create_endpoint(endpoint, secret.clone(), audit).await?;
+    let endpoint = wh.store.create_endpoint(endpoint, secret.clone().into(), audit).await?;
     wh.kick(&endpoint.id);
     Ok((
         StatusCode::CREATED,
@@ -449,7 +449,7 @@ async fn rotate_secret(State(wh): Wh, Admin(ctx): Admin, Path(id): Path<String>)
             .meta("webhookId", id.clone()),
         "POST /api/admin/webhooks/{id}/rotate-secret",
     );
-    let e = wh.store.rotate_secret(&id, secret.clone(), audit).await?;
+    let e = wh.store.rotate_secret(&id, secret.clone().into(), audit).await?;
     Ok(ok(EndpointWithSecret {
         endpoint: EndpointView::from(&e),
         secret: secret.expose(),

@@ -17,9 +17,9 @@ use std::time::{Duration, Instant};
 
 use tokio::sync::mpsc;
 
-use crate::audit::{Audit, category, kind, outcome};
-use crate::store::Store;
-use crate::store::model::{AuditEntry, Severity};
+use gatehouse_store::Store;
+use gatehouse_store::audit::{Audit, category, kind, outcome};
+use gatehouse_store::model::{AuditEntry, Severity};
 
 /// Failures from one address within [`WINDOW`] that make a burst.
 pub const BURST: u32 = 10;

@@ -9,10 +9,10 @@ use serde_json::json;
 
 use super::AuthContext;
 use super::limits::Decision;
-use crate::audit::{Audit, category, kind, outcome};
 use crate::error::{ChatError, text};
-use crate::store::model::{AuditEntry, Severity};
-use crate::store::records::OutboxEvent;
+use gatehouse_store::audit::{Audit, category, kind, outcome};
+use gatehouse_store::model::{AuditEntry, Severity};
+use gatehouse_store::records::OutboxEvent;
 
 pub fn rate_limit_error(d: &Decision) -> ChatError {
     let Some(x) = &d.exceeded else {

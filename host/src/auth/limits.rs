@@ -13,8 +13,8 @@ use std::sync::{Arc, Mutex};
 use chrono::{DateTime, Datelike, Duration, TimeZone, Utc};
 
 use crate::config::RateLimits;
-use crate::store::Store;
-use crate::store::model::LimitOverrides;
+use gatehouse_store::Store;
+use gatehouse_store::model::LimitOverrides;
 
 /// Which set of limits a route counts against.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
@@ -312,7 +312,7 @@ mod tests {
 
     fn limiter() -> (tempfile::TempDir, Limiter) {
         let dir = tempfile::tempdir().expect("tmp");
-        let store = crate::store::redb::RedbStore::open(dir.path(), false).expect("open");
+        let store = gatehouse_store::redb::RedbStore::open(dir.path(), false).expect("open");
         (dir, Limiter::new(Arc::new(store)))
     }
 

@@ -18,9 +18,9 @@ use axum::response::{IntoResponse, Response};
 
 use crate::config::ScrapeKey;
 use crate::error::ErrorFormat;
-use crate::store::Store;
-use crate::store::model::ApiKeyRecord;
 use failures::FailureWatch;
+use gatehouse_store::Store;
+use gatehouse_store::model::ApiKeyRecord;
 use keys::KeyHash;
 
 /// Routes served without a key. The only list of them.

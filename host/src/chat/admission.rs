@@ -47,14 +47,14 @@ use super::deps::ChatDeps;
 use super::format::Format;
 use super::pipeline::{self, Reply};
 use super::security::Trail;
-use crate::audit::{Audit, category, kind, outcome};
 use crate::auth::AuthContext;
 use crate::auth::limit_reply;
 use crate::auth::limits::{BucketSet, Decision, effective};
 use crate::config::ChatConfig;
 use crate::error::{ChatError, ErrorFormat, text};
-use crate::store::model::Severity;
-use crate::store::records::{OutboxEvent, RequestOutcome};
+use gatehouse_store::audit::{Audit, category, kind, outcome};
+use gatehouse_store::model::Severity;
+use gatehouse_store::records::{OutboxEvent, RequestOutcome};
 
 /// Seconds a refused client is asked to wait (`Retry-After`).
 pub const RETRY_AFTER_SECS: u64 = 1;

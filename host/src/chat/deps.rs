@@ -16,8 +16,8 @@ use super::retrieval::KnowledgeBases;
 use super::transport::Transport;
 use crate::auth::limits::Limiter;
 use crate::config::Config;
-use crate::receipts::Signer25519;
-use crate::store::Store;
+use gatehouse_store::Store;
+use gatehouse_store::receipts::Signer25519;
 
 /// One `Arc`: a clone per request (and per stream's pump) is one reference count.
 #[derive(Clone)]

@@ -22,8 +22,8 @@ use chrono::Utc;
 use sha2::{Digest, Sha256};
 
 use crate::error::{ChatError, text};
-use crate::store::Store;
-use crate::store::records::{Claim, IdempotencyRecord, IdempotencyState};
+use gatehouse_store::Store;
+use gatehouse_store::records::{Claim, IdempotencyRecord, IdempotencyState};
 
 pub const HEADER: &str = "idempotency-key";
 /// Response header on a replayed answer.

@@ -1,6 +1,7 @@
 //! The chat path: validate → limits → policy → shield → retrieval → model
 //! chain (failover) → output checks → usage, receipt, events.
 
+pub mod adapters;
 pub mod admission;
 pub mod breaker;
 pub mod chain;

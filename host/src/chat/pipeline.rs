@@ -31,9 +31,9 @@ use crate::auth::AuthContext;
 use crate::auth::limit_reply::{limit_reached, rate_limit_error, with_limit_headers};
 use crate::auth::limits::{BucketSet, effective};
 use crate::error::{ChatError, text};
-use crate::receipts::Receipt;
 use crate::request_id;
-use crate::store::records::{OutboxEvent, RequestOutcome, UsageDelta};
+use gatehouse_store::receipts::Receipt;
+use gatehouse_store::records::{OutboxEvent, RequestOutcome, UsageDelta};
 
 /// Everything a validated request carries down the pipeline.
 pub struct Prepared {
@@ -62,7 +62,7 @@ impl Prepared {
             bundle_id: self.bundle_id.clone(),
             request_id: self.request_id.clone(),
             request_hash: self.request_hash.clone(),
-            response_hash: crate::receipts::sha256_hex(answer.as_bytes()),
+            response_hash: gatehouse_store::receipts::sha256_hex(answer.as_bytes()),
             policy: self.meta.policy_used.clone(),
             policy_hash: self.meta.policy_hash.clone(),
             shield_verdict: verdict.to_owned(),
@@ -147,7 +147,7 @@ pub async fn serve(deps: ChatDeps, ctx: AuthContext, slot: Slot, headers: Header
         Format::Gatehouse => request::parse(&body, defaults).map(|p| (p, Format::Gatehouse)),
         Format::OpenAi { .. } => super::openai::parse(&body, defaults),
     };
-    let request_hash = crate::receipts::sha256_hex(&body);
+    let request_hash = gatehouse_store::receipts::sha256_hex(&body);
     let resp = match parsed.and_then(|(params, format)| prepare(&deps, &ctx, params, format, request_hash)) {
         Err(e) => finish(&deps, Reply::error(format, e, Trail::default()), claim).await,
         Ok(mut p) => match guard_and_retrieve(&deps, &ctx, &mut p).await {

@@ -11,7 +11,7 @@ use axum::http::StatusCode;
 
 use super::providers::AdapterSet;
 use crate::error::{ChatError, text};
-use crate::store::model::ApiKeyRecord;
+use gatehouse_store::model::ApiKeyRecord;
 
 /// Where the winning candidate came from (`metadata.smltp_policy_source`).
 pub const REQUEST: &str = "request";
@@ -121,7 +121,7 @@ fn names_text(names: &[String]) -> String {
 /// At start: log every active key whose stored `defaultPolicy` could not
 /// serve it (written before the check existed, or its policy is gone). Such
 /// a default is skipped at request time; the log says which keys to fix.
-pub fn log_stored_defaults(store: &dyn crate::store::Store, adapters: &dyn AdapterSet) {
+pub fn log_stored_defaults(store: &dyn gatehouse_store::Store, adapters: &dyn AdapterSet) {
     let keys = match store.list_keys() {
         Ok(keys) => keys,
         Err(e) => {

@@ -12,10 +12,10 @@ use serde_json::{Value, json};
 
 use super::screen::{FieldTexts, Hidden};
 use super::types::{Message, Role};
-use crate::audit::{Audit, category, kind, outcome};
 use crate::error::{ChatError, text};
-use crate::store::model::{AuditEntry, Severity};
-use crate::store::records::OutboxEvent;
+use gatehouse_store::audit::{Audit, category, kind, outcome};
+use gatehouse_store::model::{AuditEntry, Severity};
+use gatehouse_store::records::OutboxEvent;
 
 /// Prompt Shield strictness.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -30,7 +30,7 @@ use super::security::{Secured, StreamScanner, Trail};
 use super::types::StreamPiece;
 use super::types::{Trigger, Usage};
 use crate::auth::AuthContext;
-use crate::store::records::{RequestOutcome, UsageDelta};
+use gatehouse_store::records::{RequestOutcome, UsageDelta};
 
 /// Frames buffered between the upstream reader and the client.
 const CHANNEL_FRAMES: usize = 16;

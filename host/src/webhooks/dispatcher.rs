@@ -38,11 +38,11 @@ use tokio::task::JoinSet;
 
 use super::ssrf::{self, CheckedResolver, Lookup};
 use super::store::{Attempt, AttemptEffect, Delivery, Endpoint, WebhookStore};
-use crate::audit::{Audit, category, kind, outcome};
 use crate::config::{Config, WebhooksConfig};
-use crate::store::Store;
-use crate::store::model::Severity;
-use crate::store::{StoreError, StoreResult};
+use gatehouse_store::Store;
+use gatehouse_store::audit::{Audit, category, kind, outcome};
+use gatehouse_store::model::Severity;
+use gatehouse_store::{StoreError, StoreResult};
 
 /// Outbox events read per look.
 const OUTBOX_PAGE: usize = 64;
@@ -458,7 +458,7 @@ async fn attempt_inner(shared: &Arc<Shared>, d: Delivery, fresh: bool, slot: Own
         }
         _ => return Ok(()),
     };
-    let Some(secret) = shared.store.endpoint_secret(&endpoint.id)? else {
+    let Some(secret) = shared.store.endpoint_secret(&endpoint.id)?.map(super::signer::WebhookSecret::from) else {
         return Ok(());
     };
     let timeout = Duration::from_millis(cfg.timeout_ms.max(1));

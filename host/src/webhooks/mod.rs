@@ -24,8 +24,8 @@ use std::sync::Arc;
 use arc_swap::ArcSwap;
 
 use crate::config::Config;
-use crate::store::Store;
 pub use dispatcher::{HEADER_DELIVERY, HEADER_EVENT, HEADER_SIGNATURE};
+use gatehouse_store::Store;
 pub use signer::WebhookSecret;
 use ssrf::{Lookup, SystemLookup};
 use store::WebhookStore;
@@ -134,7 +134,7 @@ impl Webhooks {
     }
 
     /// Deliveries waiting (see [`WebhookStore::queue_depth`]).
-    pub fn queue_depth(&self) -> crate::store::StoreResult<u64> {
+    pub fn queue_depth(&self) -> gatehouse_store::StoreResult<u64> {
         self.store.queue_depth()
     }
 

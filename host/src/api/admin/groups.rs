@@ -10,10 +10,10 @@ use super::{actor_audit, new_id, ok, text_field};
 use crate::api::json::AdminJson;
 use crate::api::schema::Success;
 use crate::app::AppState;
-use crate::audit::{Audit, category, kind};
 use crate::auth::Admin;
 use crate::error::{AdminError, NestedError};
-use crate::store::model::{Group, GroupStatus};
+use gatehouse_store::audit::{Audit, category, kind};
+use gatehouse_store::model::{Group, GroupStatus};
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]

@@ -10,11 +10,11 @@ use super::{actor_audit, new_id, ok, text_field};
 use crate::api::json::AdminJson;
 use crate::api::schema::Success;
 use crate::app::AppState;
-use crate::audit::{Audit, category, kind};
 use crate::auth::Admin;
 use crate::auth::keys::ApiKeySecret;
 use crate::error::{AdminError, NestedError};
-use crate::store::model::{ApiKeyRecord, LimitOverrides};
+use gatehouse_store::audit::{Audit, category, kind};
+use gatehouse_store::model::{ApiKeyRecord, LimitOverrides};
 
 /// Options a key carries; shared by create and update.
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]

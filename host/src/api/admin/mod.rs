@@ -14,9 +14,9 @@ use serde::Serialize;
 use serde_json::{Value, json};
 
 use crate::app::AppState;
-use crate::audit::Audit;
 use crate::auth::AuthContext;
-use crate::store::model::AuditUser;
+use gatehouse_store::audit::Audit;
+use gatehouse_store::model::AuditUser;
 
 /// `{success: true, data}`.
 pub fn ok<T: Serialize>(data: T) -> Json<Value> {

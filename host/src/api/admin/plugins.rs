@@ -19,7 +19,7 @@ use crate::error::AdminError;
 )]
 pub async fn list(State(app): State<AppState>, Admin(_): Admin) -> Result<Json<Value>, AdminError> {
     Ok(ok(json!({
-        "watchedDir": crate::wasm::folder::shown_path(app.plugins.watched_dir()),
+        "watchedDir": gatehouse_plugin_host::folder::shown_path(app.plugins.watched_dir()),
         "plugins": app.plugins.list(),
         "files": app.plugins.files(),
     })))

@@ -21,7 +21,7 @@ use crate::error::AdminError;
 )]
 pub async fn usage(State(app): State<AppState>, Admin(_): Admin) -> Result<Json<Value>, AdminError> {
     let (users, keys) = app.store.usage_totals()?;
-    let row = |(id, t): &(String, crate::store::records::UsageTotals)| {
+    let row = |(id, t): &(String, gatehouse_store::records::UsageTotals)| {
         json!({
             "id": id,
             "requests": t.requests,

@@ -1,0 +1,472 @@
+//! redb side of the chat path: usage totals, quota counters, idempotency
+//! records and the outbox.
+
+use chrono::Utc;
+use redb::{ReadableDatabase, ReadableTable, WriteTransaction};
+use serde::{Deserialize, Serialize};
+
+use super::tables::{IDEMPOTENCY, OUTBOX, QUOTA, RECEIPT_BATCHES, RECEIPTS, USAGE};
+use super::{audit, backend, decode, encode};
+use crate::model::AuditEntry;
+use crate::receipts::{BatchProof, Receipt, Sealed, SignedBatch, SignedReceipt};
+use crate::records::{Claim, IdempotencyRecord, IdempotencyState, OutboxEvent, RequestOutcome, UsageTotals};
+use crate::{StoreError, StoreResult, UsageRows};
+
+/// Add the tokens to each row of `keys` (`user/<id>`, `key/<id>`), with the table opened once.
+pub fn add_usage(txn: &WriteTransaction, keys: &[&str], prompt: u64, completion: u64) -> StoreResult<()> {
+    let mut t = txn.open_table(USAGE).map_err(backend)?;
+    for key in keys {
+        let mut totals: UsageTotals = match t.get(*key).map_err(backend)? {
+            Some(v) => decode(v.value())?,
+            None => UsageTotals::default(),
+        };
+        totals.add(prompt, completion);
+        t.insert(*key, encode(&totals)?.as_slice()).map_err(backend)?;
+    }
+    Ok(())
+}
+
+pub fn push_events(txn: &WriteTransaction, events: &[OutboxEvent]) -> StoreResult<()> {
+    if events.is_empty() {
+        return Ok(());
+    }
+    let mut t = txn.open_table(OUTBOX).map_err(backend)?;
+    let first = t.last().map_err(backend)?.map_or(1, |(k, _)| k.value() + 1);
+    for (seq, ev) in (first..).zip(events) {
+        t.insert(seq, encode(ev)?.as_slice()).map_err(backend)?;
+    }
+    Ok(())
+}
+
+pub fn finish(txn: &WriteTransaction, o: &RequestOutcome) -> StoreResult<()> {
+    if let Some((scope, record)) = &o.idempotency {
+        let mut t = txn.open_table(IDEMPOTENCY).map_err(backend)?;
+        match record {
+            Some(r) => {
+                t.insert(scope.as_str(), encode(r)?.as_slice()).map_err(backend)?;
+            }
+            None => {
+                t.remove(scope.as_str()).map_err(backend)?;
+            }
+        }
+    }
+    if let Some(u) = &o.usage {
+        let (user, key) = (format!("user/{}", u.user_id), format!("key/{}", u.key_id));
+        add_usage(txn, &[&user, &key], u.prompt_tokens, u.completion_tokens)?;
+    }
+    push_events(txn, &o.events)?;
+    audit::append(txn, &o.audit)
+}
+
+/// A `RECEIPTS` row. A receipt signed alone is stored as served
+/// (`signature`), and so is one of a batch written before schema v3
+/// (`signature` and `batch`, its path inline); one of a later batch stores its
+/// place in a `RECEIPT_BATCHES` batch (`in_batch`) and gets its path when served.
+#[derive(Debug, Serialize, Deserialize)]
+struct ReceiptRow<R> {
+    receipt: R,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    signature: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    batch: Option<BatchProof>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    in_batch: Option<InBatch>,
+}
+
+/// Which batch, and which leaf of it.
+#[derive(Debug, Clone, Copy, Serialize, Deserialize)]
+struct InBatch {
+    id: u64,
+    leaf: u32,
+}
+
+/// Store one commit's sealed receipts: a batch once, then each receipt with its place in it.
+pub fn store_sealed(txn: &WriteTransaction, sealed: &Sealed) -> StoreResult<()> {
+    let mut t = txn.open_table(RECEIPTS).map_err(backend)?;
+    match sealed {
+        Sealed::Alone(signed) => {
+            t.insert(signed.receipt.bundle_id.as_str(), encode(signed)?.as_slice()).map_err(backend)?;
+        }
+        Sealed::Batch { batch, receipts } => {
+            let mut batches = txn.open_table(RECEIPT_BATCHES).map_err(backend)?;
+            let id = batches.last().map_err(backend)?.map_or(1, |(k, _)| k.value() + 1);
+            batches.insert(id, encode(batch)?.as_slice()).map_err(backend)?;
+            for (leaf, receipt) in (0u32..).zip(receipts) {
+                let row = ReceiptRow { receipt, signature: None, batch: None, in_batch: Some(InBatch { id, leaf }) };
+                t.insert(receipt.bundle_id.as_str(), encode(&row)?.as_slice()).map_err(backend)?;
+            }
+        }
+    }
+    Ok(())
+}
+
+pub fn receipt(db: &redb::Database, bundle_id: &str) -> StoreResult<Option<SignedReceipt>> {
+    let txn = db.begin_read().map_err(backend)?;
+    let t = txn.open_table(RECEIPTS).map_err(backend)?;
+    let Some(v) = t.get(bundle_id).map_err(backend)? else {
+        return Ok(None);
+    };
+    let row: ReceiptRow<Receipt> = decode(v.value())?;
+    let corrupt = |what: &str| StoreError::Backend(format!("corrupt receipt {bundle_id}: {what}"));
+    match (row.in_batch, row.signature) {
+        (Some(at), _) => {
+            let batches = txn.open_table(RECEIPT_BATCHES).map_err(backend)?;
+            let b = batches.get(at.id).map_err(backend)?.ok_or_else(|| corrupt("its batch is missing"))?;
+            let batch: SignedBatch = decode(b.value())?;
+            batch.receipt_at(at.leaf as usize, row.receipt).map(Some).ok_or_else(|| corrupt("its batch has no such leaf"))
+        }
+        (None, Some(signature)) => Ok(Some(SignedReceipt { receipt: row.receipt, signature, batch: row.batch })),
+        (None, None) => Err(corrupt("no signature")),
+    }
+}
+
+/// The `QUOTA` row of a key's window.
+pub fn quota_row(key_id: &str, window: &str) -> String {
+    format!("{key_id}/{window}")
+}
+
+pub fn quota_counts(db: &redb::Database, key_id: &str, windows: &[String]) -> StoreResult<Vec<u64>> {
+    let txn = db.begin_read().map_err(backend)?;
+    let t = txn.open_table(QUOTA).map_err(backend)?;
+    windows
+        .iter()
+        .map(|w| {
+            let k = quota_row(key_id, w);
+            Ok(t.get(k.as_str()).map_err(backend)?.map(|v| v.value()).unwrap_or(0))
+        })
+        .collect()
+}
+
+pub fn usage_totals(db: &redb::Database) -> StoreResult<(UsageRows, UsageRows)> {
+    let txn = db.begin_read().map_err(backend)?;
+    let t = txn.open_table(USAGE).map_err(backend)?;
+    let (mut users, mut keys) = (Vec::new(), Vec::new());
+    for item in t.iter().map_err(backend)? {
+        let (k, v) = item.map_err(backend)?;
+        let totals: UsageTotals = decode(v.value())?;
+        match k.value().split_once('/') {
+            Some(("user", id)) => users.push((id.to_owned(), totals)),
+            Some(("key", id)) => keys.push((id.to_owned(), totals)),
+            _ => {}
+        }
+    }
+    Ok((users, keys))
+}
+
+pub fn idempotency_get(db: &redb::Database, scope: &str) -> StoreResult<Option<IdempotencyRecord>> {
+    let txn = db.begin_read().map_err(backend)?;
+    let t = txn.open_table(IDEMPOTENCY).map_err(backend)?;
+    let v = t.get(scope).map_err(backend)?;
+    v.map(|v| decode(v.value())).transpose()
+}
+
+pub fn idempotency_claim(txn: &WriteTransaction, scope: &str, record: &IdempotencyRecord) -> StoreResult<Claim> {
+    let mut t = txn.open_table(IDEMPOTENCY).map_err(backend)?;
+    let existing: Option<IdempotencyRecord> = match t.get(scope).map_err(backend)? {
+        Some(v) => Some(decode(v.value())?),
+        None => None,
+    };
+    if let Some(e) = existing
+        && e.is_live(Utc::now())
+    {
+        return Ok(Claim::Existing(e));
+    }
+    t.insert(scope, encode(record)?.as_slice()).map_err(backend)?;
+    Ok(Claim::Claimed)
+}
+
+pub fn idempotency_renew(txn: &WriteTransaction, scope: &str, lease_until: chrono::DateTime<Utc>) -> StoreResult<()> {
+    let mut t = txn.open_table(IDEMPOTENCY).map_err(backend)?;
+    let existing: Option<IdempotencyRecord> = match t.get(scope).map_err(backend)? {
+        Some(v) => Some(decode(v.value())?),
+        None => None,
+    };
+    if let Some(mut r) = existing
+        && let IdempotencyState::InFlight { .. } = r.state
+    {
+        r.state = IdempotencyState::InFlight { lease_until };
+        t.insert(scope, encode(&r)?.as_slice()).map_err(backend)?;
+    }
+    Ok(())
+}
+
+/// Of up to `limit` records after `after` (key order), the scopes of those not
+/// live at `now`, and where to go on (`None` at the end of the table). Reads
+/// only the expiry and lease of each record, not its stored response.
+pub fn idempotency_not_live(
+    db: &redb::Database,
+    after: Option<&str>,
+    limit: usize,
+    now: chrono::DateTime<Utc>,
+) -> StoreResult<(Vec<String>, Option<String>)> {
+    /// The parts of an [`IdempotencyRecord`] that say whether it binds.
+    #[derive(serde::Deserialize)]
+    struct Head {
+        expires_at: chrono::DateTime<Utc>,
+        state: StateHead,
+    }
+    #[derive(serde::Deserialize)]
+    struct StateHead {
+        lease_until: Option<chrono::DateTime<Utc>>,
+    }
+    let txn = db.begin_read().map_err(backend)?;
+    let t = txn.open_table(IDEMPOTENCY).map_err(backend)?;
+    let range = match after {
+        Some(a) => t.range::<&str>((std::ops::Bound::Excluded(a), std::ops::Bound::Unbounded)),
+        None => t.range::<&str>(..),
+    }
+    .map_err(backend)?;
+    let (mut found, mut last, mut seen) = (Vec::new(), None, 0);
+    for item in range.take(limit) {
+        let (k, v) = item.map_err(backend)?;
+        seen += 1;
+        let scope = k.value().to_owned();
+        let live = match serde_json::from_slice::<Head>(v.value()) {
+            Ok(h) => h.expires_at > now && h.state.lease_until.is_none_or(|l| l > now),
+            // Unreadable: leave it to the exact check below.
+            Err(_) => false,
+        };
+        if !live {
+            found.push(scope.clone());
+        }
+        last = Some(scope);
+    }
+    Ok((found, if seen == limit { last } else { None }))
+}
+
+/// Delete those of `scopes` whose record does not bind at `now`; how many.
+/// A scope claimed again since it was found is live and stays.
+pub fn idempotency_remove_not_live(txn: &WriteTransaction, scopes: &[String], now: chrono::DateTime<Utc>) -> StoreResult<usize> {
+    let mut t = txn.open_table(IDEMPOTENCY).map_err(backend)?;
+    let mut removed = 0;
+    for scope in scopes {
+        let live = match t.get(scope.as_str()).map_err(backend)? {
+            Some(v) => match decode::<IdempotencyRecord>(v.value()) {
+                Ok(r) => r.is_live(now),
+                // Unreadable, it could never be replayed or claimed again
+                // (both read it first): removing it frees the key.
+                Err(e) => {
+                    tracing::warn!(scope = %scope, error = %e, "removing an unreadable idempotency record");
+                    false
+                }
+            },
+            None => continue,
+        };
+        if !live {
+            t.remove(scope.as_str()).map_err(backend)?;
+            removed += 1;
+        }
+    }
+    Ok(removed)
+}
+
+pub fn enqueue(txn: &WriteTransaction, events: &[OutboxEvent], audit_entries: &[AuditEntry]) -> StoreResult<()> {
+    push_events(txn, events)?;
+    audit::append(txn, audit_entries)
+}
+
+pub fn outbox_after(db: &redb::Database, after: u64, limit: usize) -> StoreResult<Vec<(u64, OutboxEvent)>> {
+    let txn = db.begin_read().map_err(backend)?;
+    let t = txn.open_table(OUTBOX).map_err(backend)?;
+    let mut out = Vec::new();
+    for item in t.range((after + 1)..).map_err(backend)?.take(limit) {
+        let (k, v) = item.map_err(backend)?;
+        out.push((k.value(), decode(v.value())?));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use chrono::Duration;
+
+    use super::*;
+    use crate::Store;
+    use crate::receipts::numbered;
+    use crate::redb::RedbStore;
+
+    fn record(expires_in: i64, state: IdempotencyState) -> IdempotencyRecord {
+        IdempotencyRecord { body_hash: "h".into(), state, expires_at: Utc::now() + Duration::seconds(expires_in) }
+    }
+
+    fn completed() -> IdempotencyState {
+        IdempotencyState::Completed { status: 200, content_type: "application/json".into(), body: "{\"answer\":\"x\"}".repeat(100) }
+    }
+
+    fn in_flight(lease_in: i64) -> IdempotencyState {
+        IdempotencyState::InFlight { lease_until: Utc::now() + Duration::seconds(lease_in) }
+    }
+
+    #[tokio::test]
+    async fn a_sweep_removes_only_records_that_no_longer_bind() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = RedbStore::open(dir.path(), true).expect("open");
+        // Claims take over dead records, so put the dead ones in directly.
+        let rows = [
+            ("k1/a-expired", record(-10, completed())),
+            ("k1/b-live", record(3600, completed())),
+            ("k1/c-lapsed-lease", record(3600, in_flight(-1))),
+            ("k1/d-leased", record(3600, in_flight(30))),
+            ("k1/e-expired-in-flight", record(-1, in_flight(30))),
+        ];
+        for (scope, r) in rows.clone() {
+            store
+                .writer
+                .write(move |txn| {
+                    let mut t = txn.open_table(IDEMPOTENCY).map_err(backend)?;
+                    t.insert(scope, encode(&r)?.as_slice()).map_err(backend)?;
+                    Ok(())
+                })
+                .await
+                .expect("insert");
+        }
+        store
+            .writer
+            .write(|txn| {
+                let mut t = txn.open_table(IDEMPOTENCY).map_err(backend)?;
+                t.insert("k1/f-unreadable", b"not json".as_slice()).map_err(backend)?;
+                Ok(())
+            })
+            .await
+            .expect("insert");
+
+        // Pages of two: three steps reach the end of the six rows.
+        let (mut after, mut removed, mut steps) = (None, 0, 0);
+        loop {
+            let page = store.idempotency_sweep(after, 2).await.expect("sweep");
+            removed += page.removed;
+            steps += 1;
+            match page.next {
+                Some(n) => after = Some(n),
+                None => break,
+            }
+        }
+        assert_eq!((removed, steps), (4, 4), "the fourth step finds the end");
+        for (scope, _) in &rows {
+            let kept = store.idempotency_get(scope).expect("get").is_some();
+            assert_eq!(kept, ["k1/b-live", "k1/d-leased"].contains(scope), "{scope}");
+        }
+        // The unreadable row is gone too (reading it would have failed).
+        assert!(store.idempotency_get("k1/f-unreadable").expect("read").is_none());
+    }
+
+    #[tokio::test]
+    async fn a_record_claimed_again_after_it_was_found_is_kept() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = RedbStore::open(dir.path(), true).expect("open");
+        let dead = record(-10, completed());
+        store
+            .writer
+            .write(move |txn| {
+                let mut t = txn.open_table(IDEMPOTENCY).map_err(backend)?;
+                t.insert("k1/x", encode(&dead)?.as_slice()).map_err(backend)?;
+                Ok(())
+            })
+            .await
+            .expect("insert");
+        let (found, next) = idempotency_not_live(&store.db.get().expect("db"), None, 10, Utc::now()).expect("scan");
+        assert_eq!((found.clone(), next), (vec!["k1/x".to_owned()], None));
+        // A request claims the key between the scan and the delete.
+        assert_eq!(store.idempotency_claim("k1/x", record(3600, in_flight(30))).await.expect("claim"), Claim::Claimed);
+        let removed = store.writer.write(move |txn| idempotency_remove_not_live(txn, &found, Utc::now())).await.expect("remove");
+        assert_eq!(removed, 0);
+        assert!(store.idempotency_get("k1/x").expect("get").is_some_and(|r| r.is_live(Utc::now())));
+    }
+
+    async fn put(store: &RedbStore, sealed: Sealed) {
+        store.writer.write(move |txn| store_sealed(txn, &sealed)).await.expect("store");
+    }
+
+    #[tokio::test]
+    async fn batched_receipts_are_stored_once_per_batch_and_served_with_their_paths() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = RedbStore::open(dir.path(), true).expect("open");
+        let signer = crate::receipts::Signer25519::load_or_create(dir.path()).expect("key");
+        let pk = signer.public_key();
+        for (n, prefix) in [(5, "a"), (2, "b"), (1, "c")] {
+            let receipts = numbered(n)
+                .into_iter()
+                .map(|mut r| {
+                    r.bundle_id = format!("{prefix}{}", r.bundle_id);
+                    r
+                })
+                .collect();
+            put(&store, signer.seal_batch(receipts).expect("sealed")).await;
+        }
+        let expected = signer.sign_batch(numbered(5));
+        for (i, signed) in expected.iter().enumerate() {
+            let served = store.receipt(&format!("arcpt_{i}")).expect("read").expect("stored");
+            assert!(crate::receipts::verify(&pk, &served), "batch of 5, leaf {i}");
+            assert_eq!(served.batch.as_ref().map(|b| b.path.len()), signed.batch.as_ref().map(|b| b.path.len()));
+        }
+        for id in ["brcpt_0", "brcpt_1", "crcpt_0"] {
+            let served = store.receipt(id).expect("read").expect("stored");
+            assert!(crate::receipts::verify(&pk, &served), "{id}");
+        }
+        assert!(store.receipt("crcpt_0").expect("read").expect("stored").batch.is_none(), "alone: signed directly");
+        assert!(store.receipt("rcpt_missing").expect("read").is_none());
+
+        // Two batches, each stored once; a batched row carries no signature or path.
+        let txn = store.db.get().expect("db").begin_read().expect("read");
+        assert_eq!(redb::ReadableTableMetadata::len(&txn.open_table(RECEIPT_BATCHES).expect("table")).expect("len"), 2);
+        let t = txn.open_table(RECEIPTS).expect("table");
+        let row = t.get("arcpt_3").expect("get").expect("row");
+        let row: serde_json::Value = serde_json::from_slice(row.value()).expect("json");
+        assert!(row.get("signature").is_none() && row.get("batch").is_none(), "{row}");
+        assert_eq!(row["in_batch"], serde_json::json!({"id": 1, "leaf": 3}));
+    }
+
+    #[tokio::test]
+    async fn receipts_stored_before_schema_v3_read_and_verify_as_they_were() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = RedbStore::open(dir.path(), true).expect("open");
+        let signer = crate::receipts::Signer25519::load_or_create(dir.path()).expect("key");
+        // The v2 rows: each receipt as served, a batched one with its path inline.
+        let old: Vec<SignedReceipt> =
+            signer.sign_batch(numbered(3)).into_iter().chain([signer.sign(crate::receipts::sample("alone"))]).collect();
+        let rows = old.clone();
+        store
+            .writer
+            .write(move |txn| {
+                let mut t = txn.open_table(RECEIPTS).map_err(backend)?;
+                for r in &rows {
+                    t.insert(r.receipt.bundle_id.as_str(), encode(r)?.as_slice()).map_err(backend)?;
+                }
+                Ok(())
+            })
+            .await
+            .expect("insert");
+        for r in &old {
+            let served = store.receipt(&r.receipt.bundle_id).expect("read").expect("stored");
+            assert_eq!(&served, r);
+            assert!(crate::receipts::verify(&signer.public_key(), &served));
+        }
+    }
+
+    #[tokio::test]
+    async fn a_receipt_whose_batch_is_missing_or_short_is_an_error_not_an_unverifiable_receipt() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = RedbStore::open(dir.path(), true).expect("open");
+        let signer = crate::receipts::Signer25519::load_or_create(dir.path()).expect("key");
+        put(&store, signer.seal_batch(numbered(2)).expect("sealed")).await;
+        store
+            .writer
+            .write(|txn| {
+                let mut t = txn.open_table(RECEIPTS).map_err(backend)?;
+                let r = crate::receipts::sample("far");
+                let row = ReceiptRow { receipt: &r, signature: None, batch: None, in_batch: Some(InBatch { id: 1, leaf: 9 }) };
+                t.insert("far", encode(&row)?.as_slice()).map_err(backend)?;
+                let row = ReceiptRow { receipt: &r, signature: None, batch: None, in_batch: Some(InBatch { id: 7, leaf: 0 }) };
+                t.insert("orphan", encode(&row)?.as_slice()).map_err(backend)?;
+                let row = ReceiptRow::<&Receipt> { receipt: &r, signature: None, batch: None, in_batch: None };
+                t.insert("unsigned", encode(&row)?.as_slice()).map_err(backend)?;
+                Ok(())
+            })
+            .await
+            .expect("insert");
+        for (id, what) in [("far", "no such leaf"), ("orphan", "batch is missing"), ("unsigned", "no signature")] {
+            let err = store.receipt(id).expect_err(id).to_string();
+            assert!(err.contains(what), "{id}: {err}");
+        }
+    }
+}
