@@ -85,6 +85,7 @@ fn usage_writes(rt: &tokio::runtime::Runtime, s: &Arc<RedbStore>, writers: usize
         let tasks: Vec<_> = (0..writers)
             .map(|w| {
                 let s = s.clone();
+                #[expect(clippy::disallowed_methods, reason = "a benchmark's load generator, joined by the benchmark")]
                 tokio::spawn(async move {
                     let mut v = Vec::with_capacity(per_writer);
                     for _ in 0..per_writer {

@@ -61,6 +61,7 @@ async fn receiver(hang: bool) -> (String, Rx) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
     let app = axum::Router::new().fallback(receive).with_state(rx.clone());
+    #[expect(clippy::disallowed_methods, reason = "a benchmark's receiver, dropped with its runtime")]
     tokio::spawn(async move {
         let _ = axum::serve(listener, app).await;
     });

@@ -74,6 +74,7 @@ pub fn spawn(app: AppState, path: PathBuf) -> anyhow::Result<()> {
     {
         let tx = tx.clone();
         let mut hup = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::hangup())?;
+        #[expect(clippy::disallowed_methods, reason = "lives as long as the process: it only forwards SIGHUP to the reload loop")]
         tokio::spawn(async move {
             while hup.recv().await.is_some() {
                 let _ = tx.send("SIGHUP").await;
@@ -93,6 +94,10 @@ pub fn spawn(app: AppState, path: PathBuf) -> anyhow::Result<()> {
         }
     })?;
     watcher.watch(&dir, RecursiveMode::NonRecursive)?;
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "lives as long as the process: a reload swaps the config and records its audit entry through the store's own commit"
+    )]
     tokio::spawn(async move {
         // The watcher lives as long as this task.
         let _watcher = watcher;

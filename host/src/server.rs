@@ -89,6 +89,10 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> any
     let router = crate::api::routes::router(app.clone());
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "the handle is kept: shutdown awaits it within the grace period, then cuts streams and awaits it again"
+    )]
     let server = tokio::spawn(serve(listener, router, app.clone(), stop_rx));
     // Tests and scripts read this line to find the port.
     println!("gatehouse listening on http://{addr}");
@@ -186,6 +190,10 @@ async fn serve(listener: TcpListener, router: axum::Router, app: AppState, mut s
         };
         let _ = stream.set_nodelay(true);
         let conn = Conn { peer, place, peers: peers.clone(), settings };
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "a connection task: `serve` counts it in `alive` and waits for the count to drop before returning"
+        )]
         tokio::spawn(connection(stream, router.clone(), conn, stop_conn.clone(), alive.clone()));
     }
     drop(listener);

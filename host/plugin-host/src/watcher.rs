@@ -38,6 +38,7 @@ pub fn spawn(rt: Arc<PluginRuntime>, debounce: Duration) -> anyhow::Result<()> {
         }
     })?;
     watcher.watch(rt.watched_dir(), RecursiveMode::NonRecursive)?;
+    #[expect(clippy::disallowed_methods, reason = "lives as long as the process: it owns the folder watcher and only triggers rescans")]
     tokio::spawn(async move {
         let _watcher = watcher;
         while rx.recv().await.is_some() {

@@ -89,6 +89,10 @@ impl FailureWatch {
     /// A watch whose burst records are appended to `store` by a background task.
     pub fn start(store: Arc<dyn Store>) -> Arc<Self> {
         let (tx, mut rx) = mpsc::channel::<AuditEntry>(256);
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "ends when the watch is dropped (its channel closes); burst records are best effort and the store flush at shutdown commits what reached it"
+        )]
         tokio::spawn(async move {
             while let Some(entry) = rx.recv().await {
                 if let Err(e) = store.append_audit(vec![entry]).await {

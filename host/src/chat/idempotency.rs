@@ -41,6 +41,7 @@ const SWEEP_PAGE: usize = 256;
 /// lapsed lease), a page at a time, cycling through the table forever. A
 /// record is only ever deleted after the writer re-checks it, so a key
 /// claimed again meanwhile is kept; a failed step is retried from the start.
+#[expect(clippy::disallowed_methods, reason = "the handle is returned: the server aborts the sweeper at shutdown")]
 pub fn spawn_sweeper(store: Arc<dyn Store>) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut tick = tokio::time::interval(SWEEP_EVERY);
@@ -277,6 +278,10 @@ pub async fn begin(
                 let renewer = {
                     let store = store.clone();
                     let scope = scope.clone();
+                    #[expect(
+                        clippy::disallowed_methods,
+                        reason = "the lease renewer: its handle lives in the HeldClaim, which aborts it when dropped"
+                    )]
                     tokio::spawn(async move {
                         loop {
                             tokio::time::sleep(RENEW_EVERY).await;

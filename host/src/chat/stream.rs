@@ -62,6 +62,10 @@ pub async fn serve(
         _slot: slot,
         cut: deps.streams.open(),
     };
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "a stream's pump: it holds the request's admission slot and is registered with `cutoff::Streams`, which shutdown cuts and waits for"
+    )]
     tokio::spawn(job.run(open, tx));
     let body =
         Body::from_stream(futures::stream::unfold(rx, |mut rx| async move { rx.recv().await.map(|b| (Ok::<_, Infallible>(b), rx)) }));

@@ -110,6 +110,10 @@ impl Dispatcher {
         let (stop, _) = watch::channel(false);
         let (recorder, records) = mpsc::channel(RECORD_BATCH * 4);
         let shared = Arc::new(Shared { store, outbox, config, client, workers: Mutex::new(HashMap::new()), stop, recorder });
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "the recorder stops on `stop`, which `Dispatcher::shutdown` sends and then waits out"
+        )]
         tokio::spawn(recorder_loop(shared.store.clone(), records, shared.stop.subscribe()));
         let mut start: Vec<String> = shared.store.list_endpoints()?.into_iter().filter(|e| e.enabled).map(|e| e.id).collect();
         let pending = shared.store.endpoints_with_pending()?;
@@ -160,6 +164,10 @@ impl Shared {
         }
         let notify = Arc::new(Notify::new());
         workers.insert(endpoint_id.to_owned(), notify.clone());
+        #[expect(
+            clippy::disallowed_methods,
+            reason = "an endpoint's worker stops on `stop`, which `Dispatcher::shutdown` sends; unfinished deliveries stay in the store for the next start"
+        )]
         tokio::spawn(worker(self.clone(), endpoint_id.to_owned(), notify));
     }
 

@@ -122,6 +122,7 @@ impl Webhooks {
     ) -> anyhow::Result<Arc<Self>> {
         store.prepare_webhooks().await.map_err(|e| anyhow::anyhow!("cannot prepare the webhook tables: {e}"))?;
         let dispatcher = dispatcher::Dispatcher::start(store.clone(), host_store.clone(), config.clone(), lookup.clone())?;
+        #[expect(clippy::disallowed_methods, reason = "the handle is kept: `Webhooks::shutdown` aborts the pruner")]
         let pruner = tokio::spawn(prune_outbox(store.clone(), config.clone()));
         Ok(Arc::new(Webhooks { store, host_store, config, lookup, dispatcher, pruner }))
     }

@@ -603,6 +603,7 @@ mod tests {
         let port = listener.local_addr().expect("addr").port();
         let hits = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let h = hits.clone();
+        #[expect(clippy::disallowed_methods, reason = "a test's server, dropped with the test's runtime")]
         tokio::spawn(async move {
             while let Ok((mut sock, _)) = listener.accept().await {
                 h.fetch_add(1, std::sync::atomic::Ordering::SeqCst);

@@ -363,6 +363,7 @@ mod tests {
         }));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("addr");
+        #[expect(clippy::disallowed_methods, reason = "a test's upstream server, dropped with the test's runtime")]
         tokio::spawn(async move { axum::serve(listener, app).await.expect("serve") });
         addr
     }

@@ -585,6 +585,7 @@ mod tests {
         let (entered_tx, entered_rx) = std::sync::mpsc::channel::<()>();
         let (release_tx, release_rx) = std::sync::mpsc::channel::<()>();
         let release_rx = Mutex::new(release_rx);
+        #[expect(clippy::disallowed_methods, reason = "a test's blocking writer, joined by the test")]
         let blocker = tokio::spawn({
             let gc = gc.clone();
             async move {
@@ -600,6 +601,7 @@ mod tests {
         let writes: Vec<_> = (0..6)
             .map(|i| {
                 let gc = gc.clone();
+                #[expect(clippy::disallowed_methods, reason = "a test's writers, joined by the test")]
                 tokio::spawn(async move {
                     gc.write_with_receipt(Some(receipt(&format!("rcpt_{i}"))), move |_| {
                         if i == 3 { Err(StoreError::Conflict("refused".into())) } else { Ok(()) }
