@@ -47,7 +47,7 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> any
         crate::plugin_audit::AuditSink::start(store.clone()),
     )?;
     let config_swap = Arc::new(ArcSwap::from_pointee(config.clone()));
-    let adapters: Arc<dyn crate::chat::providers::AdapterSource> =
+    let adapters: Arc<dyn crate::chat::providers::PluginSource> =
         Arc::new(crate::chat::adapters::plugins::RuntimeAdapters { runtime: plugins.clone(), config: config_swap.clone() });
     let knowledge = crate::chat::adapters::knowledge::Knowledge::new(plugins.clone(), config_swap.clone());
     knowledge.seed_folders()?;

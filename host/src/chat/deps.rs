@@ -11,7 +11,7 @@ use super::admission::Admission;
 use super::breaker::Breakers;
 use super::config_texts::ConfigTexts;
 use super::cutoff::Streams;
-use super::providers::{AdapterSource, Targets};
+use super::providers::{PluginSource, Targets};
 use super::retrieval::KnowledgeBases;
 use super::transport::Transport;
 use crate::auth::limits::Limiter;
@@ -47,7 +47,7 @@ pub struct Deps {
     pub transport: Transport,
     pub breakers: Arc<Breakers>,
     /// Provider adapters, policies and detectors (plugins).
-    pub adapters: Arc<dyn AdapterSource>,
+    pub adapters: Arc<dyn PluginSource>,
     /// Knowledge bases (retriever plugins with warm instances).
     pub knowledge: Arc<dyn KnowledgeBases>,
     pub receipts: Arc<Signer25519>,

@@ -3,12 +3,12 @@
 
 pub mod adapters;
 pub mod admission;
+pub mod attempt;
 pub mod breaker;
 pub mod chain;
 pub mod config_texts;
 pub mod cutoff;
 pub mod deps;
-pub mod engine;
 pub mod format;
 pub mod idempotency;
 pub mod input;

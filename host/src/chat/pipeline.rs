@@ -15,12 +15,12 @@ use serde_json::json;
 use super::admission::Slot;
 use super::chain::{self, ChainResult, Failover};
 
+use super::attempt;
+use super::attempt::Resolved;
 use super::deps::ChatDeps;
-use super::engine;
-use super::engine::Resolved;
 use super::format::Format;
 use super::idempotency::{self, Begin, HeldClaim};
-use super::providers::{self, AdapterSet};
+use super::providers::{self, PluginSet};
 use super::request::{self, ChatParams, TimeoutDefaults, ZERO_KNOWLEDGE};
 use super::response::Meta;
 use super::security::{Secured, Trail};
@@ -43,7 +43,7 @@ pub struct Prepared {
     pub bill_user: String,
     pub meta: Meta,
     pub normalized: NormalizedRequest,
-    pub adapters: Arc<dyn AdapterSet>,
+    pub adapters: Arc<dyn PluginSet>,
     pub targets: Arc<providers::Targets>,
     pub format: Format,
     /// Hex SHA-256 of the request body, for the receipt.
@@ -290,7 +290,7 @@ pub fn prepare(
 /// when the request and the key's own default leave it open.
 fn select_policy(
     deps: &ChatDeps,
-    adapters: &dyn AdapterSet,
+    adapters: &dyn PluginSet,
     ctx: &AuthContext,
     params: &ChatParams,
 ) -> Result<(String, &'static str), ChatError> {
@@ -412,14 +412,14 @@ where
 }
 
 async fn complete(deps: &ChatDeps, ctx: &AuthContext, mut p: Prepared, mut secured: Secured) -> Reply {
-    let Served { value, mut trail } = match run_chain(deps, ctx, &mut p, &mut secured, Latency::Answer, engine::complete).await {
+    let Served { value, mut trail } = match run_chain(deps, ctx, &mut p, &mut secured, Latency::Answer, attempt::complete).await {
         Ok(served) => served,
         Err(reply) => return reply,
     };
     let format = p.format;
     let served = p.meta.served_model.clone();
     let prompt_text: String = p.normalized.messages.iter().map(|m| m.content.as_str()).collect();
-    let usage: Usage = engine::settle_usage(value.usage, &prompt_text, &value.content);
+    let usage: Usage = attempt::settle_usage(value.usage, &prompt_text, &value.content);
     let usage_delta = UsageDelta {
         user_id: p.bill_user.clone(),
         key_id: ctx.key.id.clone(),

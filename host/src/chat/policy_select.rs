@@ -9,7 +9,7 @@
 
 use axum::http::StatusCode;
 
-use super::providers::AdapterSet;
+use super::providers::PluginSet;
 use crate::error::{ChatError, text};
 use gatehouse_store::model::ApiKeyRecord;
 
@@ -25,14 +25,14 @@ pub fn may_use(key: &ApiKeyRecord, policy: &str) -> bool {
 }
 
 /// The loaded policies `key` may use, sorted: all an error message may name.
-pub fn usable_names(adapters: &dyn AdapterSet, key: &ApiKeyRecord) -> Vec<String> {
+pub fn usable_names(adapters: &dyn PluginSet, key: &ApiKeyRecord) -> Vec<String> {
     let mut names: Vec<String> = adapters.policy_names().into_iter().filter(|n| may_use(key, n)).collect();
     names.sort();
     names
 }
 
 /// Why a stored or requested default cannot serve `key`, if it cannot.
-pub fn default_problem(adapters: &dyn AdapterSet, key: &ApiKeyRecord, policy: &str) -> Option<String> {
+pub fn default_problem(adapters: &dyn PluginSet, key: &ApiKeyRecord, policy: &str) -> Option<String> {
     if !adapters.has_policy(policy) {
         Some(format!("no policy `{policy}` is loaded"))
     } else if !may_use(key, policy) {
@@ -46,7 +46,7 @@ pub fn default_problem(adapters: &dyn AdapterSet, key: &ApiKeyRecord, policy: &s
 /// the request and the key's own default do not settle it (it reads the
 /// group, so the common cases stay free of store reads).
 pub fn select(
-    adapters: &dyn AdapterSet,
+    adapters: &dyn PluginSet,
     key: &ApiKeyRecord,
     requested: Option<&str>,
     group_default: impl FnOnce() -> Result<Option<String>, ChatError>,
@@ -91,7 +91,7 @@ pub fn select(
 
 /// The winner must be loaded: a missing policy is an error, never a reason
 /// to fall through to another (possibly weaker) one.
-fn loaded(adapters: &dyn AdapterSet, key: &ApiKeyRecord, name: &str, source: &'static str) -> Result<(String, &'static str), ChatError> {
+fn loaded(adapters: &dyn PluginSet, key: &ApiKeyRecord, name: &str, source: &'static str) -> Result<(String, &'static str), ChatError> {
     if adapters.has_policy(name) {
         return Ok((name.to_owned(), source));
     }
@@ -121,7 +121,7 @@ fn names_text(names: &[String]) -> String {
 /// At start: log every active key whose stored `defaultPolicy` could not
 /// serve it (written before the check existed, or its policy is gone). Such
 /// a default is skipped at request time; the log says which keys to fix.
-pub fn log_stored_defaults(store: &dyn gatehouse_store::Store, adapters: &dyn AdapterSet) {
+pub fn log_stored_defaults(store: &dyn gatehouse_store::Store, adapters: &dyn PluginSet) {
     let keys = match store.list_keys() {
         Ok(keys) => keys,
         Err(e) => {
@@ -146,12 +146,12 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::chat::engine::ProviderAdapter;
+    use crate::chat::attempt::ProviderAdapter;
     use crate::chat::security::{Detector, PolicyEngine};
 
     struct Loaded(&'static [&'static str]);
 
-    impl AdapterSet for Loaded {
+    impl PluginSet for Loaded {
         fn provider(&self, _: &str) -> Option<Arc<dyn ProviderAdapter>> {
             None
         }

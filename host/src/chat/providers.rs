@@ -4,14 +4,15 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use super::engine::{ProviderAdapter, Resolved};
+use super::attempt::{ProviderAdapter, Resolved};
 use super::security::{Detector, PolicyEngine};
 use super::types::{AttemptError, ModelId, Trigger, UpstreamTarget};
 use crate::config::Config;
 
-/// Where provider adapters come from: a snapshot of the plugin registry, taken
-/// when a request starts and kept until it ends.
-pub trait AdapterSet: Send + Sync {
+/// The plugins a request may use — provider adapters, policies and detectors —
+/// from one snapshot of the plugin registry, taken when the request starts and
+/// kept until it ends.
+pub trait PluginSet: Send + Sync {
     fn provider(&self, plugin: &str) -> Option<Arc<dyn ProviderAdapter>>;
     /// A policy component by name.
     fn policy(&self, name: &str) -> Option<Arc<dyn PolicyEngine>>;
@@ -24,8 +25,8 @@ pub trait AdapterSet: Send + Sync {
 }
 
 /// Hands out registry snapshots.
-pub trait AdapterSource: Send + Sync {
-    fn snapshot(&self) -> Arc<dyn AdapterSet>;
+pub trait PluginSource: Send + Sync {
+    fn snapshot(&self) -> Arc<dyn PluginSet>;
 }
 
 /// Provider entries by prefix, secrets resolved.
@@ -65,7 +66,7 @@ pub fn targets(cfg: &Config) -> anyhow::Result<Targets> {
 
 /// Resolve a model to its target and adapter. A provider entry whose plugin is
 /// not loaded fails the attempt (server error), so the chain can fail over.
-pub fn resolve(targets: &Targets, adapters: &dyn AdapterSet, model: &ModelId) -> Result<Resolved, AttemptError> {
+pub fn resolve(targets: &Targets, adapters: &dyn PluginSet, model: &ModelId) -> Result<Resolved, AttemptError> {
     let target = targets
         .get(model.provider())
         .ok_or_else(|| AttemptError::new(Trigger::ClientError, format!("no provider `{}` is configured", model.provider())))?;

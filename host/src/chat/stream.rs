@@ -20,9 +20,9 @@ use axum::response::{IntoResponse, Response};
 use tokio::sync::{mpsc, watch};
 
 use super::admission::Slot;
+use super::attempt::{self, OpenStream};
 use super::cutoff;
 use super::deps::ChatDeps;
-use super::engine::{self, OpenStream};
 use super::format::Format;
 use super::idempotency::HeldClaim;
 use super::pipeline::{Latency, Prepared, Served, finish, run_chain};
@@ -43,7 +43,8 @@ pub async fn serve(
     claim: Option<HeldClaim>,
     slot: Slot,
 ) -> Response {
-    let Served { value: open, trail } = match run_chain(&deps, &ctx, &mut p, &mut secured, Latency::FirstToken, engine::open_stream).await {
+    let Served { value: open, trail } = match run_chain(&deps, &ctx, &mut p, &mut secured, Latency::FirstToken, attempt::open_stream).await
+    {
         Ok(served) => served,
         Err(reply) => return finish(&deps, reply, claim).await,
     };
@@ -243,7 +244,7 @@ impl Pump {
         if !(em.leaked && withhold) {
             em.flush(&mut sink).await;
         }
-        let usage = engine::settle_usage(em.reported, &self.prompt_text, &em.generated);
+        let usage = attempt::settle_usage(em.reported, &self.prompt_text, &em.generated);
         if em.leaked {
             let (ev, au) = self.secured.canary_leak(&super::input::subject(&self.ctx, &self.prepared), withhold);
             self.trail.events.push(ev);

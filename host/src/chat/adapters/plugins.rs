@@ -6,8 +6,8 @@ use std::sync::Arc;
 
 use arc_swap::ArcSwap;
 
-use crate::chat::engine::{AttemptCalls, ProviderAdapter};
-use crate::chat::providers::{AdapterSet, AdapterSource};
+use crate::chat::attempt::{AttemptCalls, ProviderAdapter};
+use crate::chat::providers::{PluginSet, PluginSource};
 use crate::chat::security::{self, Action, Detector, PolicyDecision, PolicyEngine, PolicyInput, Stage, Strictness, Verdict};
 use crate::chat::sse::SseEvent;
 use crate::chat::types::{AttemptError, Completion, HttpRequestDesc, NormalizedRequest, Role, StreamPiece, Trigger, UpstreamTarget, Usage};
@@ -21,8 +21,8 @@ pub struct RuntimeAdapters {
     pub config: Arc<ArcSwap<Config>>,
 }
 
-impl AdapterSource for RuntimeAdapters {
-    fn snapshot(&self) -> Arc<dyn AdapterSet> {
+impl PluginSource for RuntimeAdapters {
+    fn snapshot(&self) -> Arc<dyn PluginSet> {
         Arc::new(Snapshot { registry: self.runtime.snapshot(), config: self.config.load_full() })
     }
 }
@@ -32,7 +32,7 @@ struct Snapshot {
     config: Arc<Config>,
 }
 
-impl AdapterSet for Snapshot {
+impl PluginSet for Snapshot {
     fn provider(&self, plugin: &str) -> Option<Arc<dyn ProviderAdapter>> {
         self.registry.of_kind(plugin, Kind::Provider).map(|p| Arc::new(ProviderPlugin(p)) as Arc<dyn ProviderAdapter>)
     }
