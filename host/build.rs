@@ -12,7 +12,7 @@
 //! core module and one core instance each. Built for `wasm32-wasip2`, Rust's
 //! `std` brings 14 WASI imports routed through two more core modules and
 //! ~15 core instances, which every instantiation pays for (~2 µs of an
-//! ~9 µs call here; docs/benchmarks.md, twelfth pass). Guests that read files
+//! ~9 µs call here; docs/benchmarks.md#guests-without-wasi). Guests that read files
 //! or clocks (the retrievers) stay on `wasm32-wasip2`, as do tenants'
 //! plugins; the host serves both.
 //!

@@ -5,7 +5,7 @@
 //! A call whose plugin was granted no folders gets its WASI context only when
 //! the guest first reaches WASI (most calls never do): building one seeds two
 //! random generators and allocates its clocks, which is a measurable part of
-//! a small call's fixed cost (docs/benchmarks.md, eleventh pass).
+//! a small call's fixed cost (docs/benchmarks.md#lazy-wasi-context).
 
 use std::sync::Arc;
 

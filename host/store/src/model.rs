@@ -16,7 +16,7 @@ pub struct User {
     pub created_at: DateTime<Utc>,
 }
 
-/// `Active` or `Inactive`, spelled as the spec spells them.
+/// `Active` or `Inactive`, spelled as the API documents them.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq, Default, utoipa::ToSchema)]
 pub enum GroupStatus {
     #[default]
@@ -92,7 +92,7 @@ impl ApiKeyRecord {
     }
 }
 
-/// Severity of an audit record (spec 2.5).
+/// Severity of an audit record.
 #[derive(Debug, Clone, Copy, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Severity {
@@ -139,7 +139,7 @@ pub struct AuditEntry {
     pub outcome: String,
 }
 
-/// A stored audit record (spec 2.5) with its place in the hash chain.
+/// A stored audit record with its place in the hash chain.
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 #[serde(rename_all = "camelCase")]
 pub struct AuditRecord {

@@ -31,7 +31,7 @@ pub struct UsageDelta {
     pub completion_tokens: u64,
 }
 
-/// An event waiting in (or delivered from) the outbox; the webhook envelope (spec 6.2).
+/// An event waiting in (or delivered from) the outbox; the webhook envelope (docs/api.md#what-a-receiver-gets).
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq)]
 pub struct OutboxEvent {
     /// `evt_<hex>` (`evt_test_<hex>` for test deliveries).

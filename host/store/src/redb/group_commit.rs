@@ -13,8 +13,8 @@
 //! task on the async runtime, which wakes the writer only if the counts are
 //! still pending then: a request's count does not wake the writer thread
 //! (at 1,000 requests/s that was a second wake-up and two context switches
-//! per request, beside the one for its outcome; docs/benchmarks.md,
-//! fifteenth pass). Without a runtime at start, the first count wakes the
+//! per request, beside the one for its outcome;
+//! docs/benchmarks.md#quota-counts). Without a runtime at start, the first count wakes the
 //! writer, which waits up to [`COUNTS_DELAY`] for a write to carry them.
 //!
 //! A write may carry a receipt ([`GroupCommit::write_with_receipt`]): the
