@@ -1,11 +1,14 @@
-//! The black-box and in-process test files, compiled into one test binary.
+//! The black-box test files (a real `gatehouse serve` per test), compiled into one test binary.
 //!
 //! One binary per file meant 23 compilations of the same reqwest, tokio and
 //! serde code and 23 links; one binary compiles and links that once. Each file
 //! stays a module under its own name, so `cargo test -p gatehouse-tests --test
-//! suite -- chat::` runs one file. Two files stay binaries of their own (see
+//! suite -- chat::` runs one file. Four files stay binaries of their own (see
 //! `tests/Cargo.toml`): `tenant_abuse` measures latency and must not share the
-//! machine with other tests, and `crash_safety` SIGKILLs servers under load.
+//! machine with other tests, `crash_safety` SIGKILLs servers under load, and
+//! `plugin_runtime` and `fuzz_corpora` link the host in-process (so this
+//! binary need not be rebuilt when only `host/src` changes; `plugin_runtime`
+//! also times deadlines that other tests' load would stretch).
 //!
 //! A new file in this folder must be added here (or to `tests/Cargo.toml`):
 //! `every_test_file_is_compiled` fails otherwise.
@@ -26,8 +29,6 @@ mod config_reload;
 mod durability;
 #[path = "foundation.rs"]
 mod foundation;
-#[path = "fuzz_corpora.rs"]
-mod fuzz_corpora;
 #[path = "metrics.rs"]
 mod metrics;
 #[path = "mock_upstream.rs"]
@@ -36,8 +37,6 @@ mod mock_upstream;
 mod openai_sdk;
 #[path = "openapi.rs"]
 mod openapi;
-#[path = "plugin_runtime.rs"]
-mod plugin_runtime;
 #[path = "plugins.rs"]
 mod plugins;
 #[path = "policy_selection.rs"]
@@ -54,7 +53,7 @@ mod upstream_tls;
 mod webhooks;
 
 /// Test files that are binaries of their own (`[[test]]` in `tests/Cargo.toml`).
-const OWN_BINARIES: &[&str] = &["crash_safety", "tenant_abuse"];
+const OWN_BINARIES: &[&str] = &["crash_safety", "fuzz_corpora", "plugin_runtime", "tenant_abuse"];
 
 #[test]
 fn every_test_file_is_compiled() {
