@@ -12,10 +12,10 @@ use axum::response::{IntoResponse, Response};
 use serde_json::{Value, json};
 
 use crate::app::AppState;
-use crate::auth::Authed;
 use crate::auth::limit_reply::{limit_reached, rate_limit_error, with_limit_headers};
 use crate::auth::limits::{BucketSet, effective};
-use crate::chat::admission::Admitted;
+use crate::auth::{AuthContext, Authed};
+use crate::chat::admission::{Admitted, Slot};
 use crate::chat::format::Format;
 use crate::chat::providers::model_permitted;
 use crate::chat::request::TimeoutDefaults;
@@ -51,10 +51,7 @@ pub async fn completions(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    match body {
-        Ok(body) => pipeline::serve(app.chat.clone(), ctx, slot, headers, body, Format::Gatehouse).await,
-        Err(rej) => Format::Gatehouse.error_response(pipeline::body_error(&rej, app.config().server.max_body_bytes)),
-    }
+    serve(app, ctx, slot, headers, body, Format::Gatehouse).await
 }
 
 /// `POST /api/external/v1/chat/completions`.
@@ -81,7 +78,19 @@ pub async fn openai_completions(
     headers: HeaderMap,
     body: Result<Bytes, BytesRejection>,
 ) -> Response {
-    let format = Format::OpenAi { include_usage: false };
+    serve(app, ctx, slot, headers, body, Format::OpenAi { include_usage: false }).await
+}
+
+/// Both chat routes: the pipeline on a body that arrived, or the body's own
+/// error (too large, broken off) in the route's format.
+async fn serve(
+    app: AppState,
+    ctx: AuthContext,
+    slot: Slot,
+    headers: HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    format: Format,
+) -> Response {
     match body {
         Ok(body) => pipeline::serve(app.chat.clone(), ctx, slot, headers, body, format).await,
         Err(rej) => format.error_response(pipeline::body_error(&rej, app.config().server.max_body_bytes)),

@@ -399,16 +399,21 @@ where
             if p.params.multi_model() {
                 p.meta.failover = Some(attempts);
             }
-            let mut trail = Trail::of(failover_events(ctx, &p.bill_user, &failovers), Vec::new());
-            trail.append(std::mem::take(&mut secured.trail));
-            Ok(Served { value, trail })
+            Ok(Served { value, trail: trail_after(ctx, &p.bill_user, &failovers, secured) })
         }
         ChainResult::Exhausted { attempts, failovers, all_rate_limited } => {
-            let mut trail = Trail::of(failover_events(ctx, &p.bill_user, &failovers), Vec::new());
-            trail.append(std::mem::take(&mut secured.trail));
+            let trail = trail_after(ctx, &p.bill_user, &failovers, secured);
             Err(Reply::error(p.format, exhausted_error(&attempts, all_rate_limited), trail))
         }
     }
+}
+
+/// The request's trail once the chain has run: its failover events first,
+/// then what the input checks recorded.
+fn trail_after(ctx: &AuthContext, bill_user: &str, failovers: &[Failover], secured: &mut Secured) -> Trail {
+    let mut trail = Trail::of(failover_events(ctx, bill_user, failovers), Vec::new());
+    trail.append(std::mem::take(&mut secured.trail));
+    trail
 }
 
 async fn complete(deps: &ChatDeps, ctx: &AuthContext, mut p: Prepared, mut secured: Secured) -> Reply {
