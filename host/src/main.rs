@@ -5,7 +5,9 @@ use gatehouse::config::{Config, LogFormat};
 
 /// jemalloc instead of glibc's malloc: the request path allocates many small,
 /// short-lived objects across threads, where glibc spent ~14 % of the server's
-/// CPU (docs/benchmarks.md#allocator).
+/// CPU (docs/benchmarks.md#allocator). A cargo feature, on in production
+/// builds (`--features jemalloc`) and in the test suite.
+#[cfg(feature = "jemalloc")]
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

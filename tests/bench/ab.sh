@@ -16,7 +16,8 @@
 # (the issue's added-latency targets are measured at 1,000 req/s), where each commit is small.
 #
 # Build both first with the production profile, as every figure in the history was (e.g. copy
-# target/production/gatehouse aside, change, `cargo build --profile production -p gatehouse`). Method and
+# target/production/gatehouse aside, change, `cargo build --profile production
+# --features jemalloc -p gatehouse`). Method and
 # results: docs/benchmarks.md#paired-runs.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
