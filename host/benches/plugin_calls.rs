@@ -201,7 +201,7 @@ fn main() {
     let b = Bench { filter };
     let data = tempfile::tempdir().expect("tmp");
     let config = PluginsConfig { dir: std::env::var_os("GATEHOUSE_BENCH_PLUGINS").map(Into::into), ..PluginsConfig::default() };
-    let rt = PluginRuntime::start(&config, data.path(), gatehouse::bundled::BUNDLED, Arc::new(LogSink)).expect("runtime");
+    let rt = PluginRuntime::start(&config, data.path(), gatehouse_bundled::BUNDLED, Arc::new(LogSink)).expect("runtime");
     let reg = rt.snapshot();
     let prompt = "Please summarise the attached quarterly report for the board. ".repeat(32); // ~2 KB
 

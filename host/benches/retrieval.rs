@@ -45,7 +45,7 @@ fn main() {
             config: serde_json::json!({}),
         },
     );
-    let runtime = PluginRuntime::start(&config.plugins, data.path(), gatehouse::bundled::BUNDLED, Arc::new(LogSink)).expect("runtime");
+    let runtime = PluginRuntime::start(&config.plugins, data.path(), gatehouse_bundled::BUNDLED, Arc::new(LogSink)).expect("runtime");
     let knowledge = Knowledge::new(runtime, Arc::new(ArcSwap::from_pointee(config)));
 
     // Index build: the first query builds the index in a fresh instance.

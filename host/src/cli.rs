@@ -111,7 +111,8 @@ fn open_store(cfg: &Config) -> anyhow::Result<RedbStore> {
 }
 
 /// Run an offline (non-server) command; returns the process exit code.
-pub async fn run_offline(cmd: Command) -> anyhow::Result<i32> {
+/// `bundled` are the components built into the binary (`plugins list` shows them).
+pub async fn run_offline(cmd: Command, bundled: gatehouse_plugin_host::Bundled) -> anyhow::Result<i32> {
     match cmd {
         Command::Serve(_) => unreachable_serve(),
         Command::Config { action: ConfigAction::Check(c) } => {
@@ -173,7 +174,7 @@ pub async fn run_offline(cmd: Command) -> anyhow::Result<i32> {
                 let rt = gatehouse_plugin_host::PluginRuntime::start(
                     &cfg.plugins,
                     &cfg.data_dir,
-                    crate::bundled::BUNDLED,
+                    bundled,
                     std::sync::Arc::new(gatehouse_plugin_host::LogSink),
                 )?;
                 println!("{:<22} {:<10} {:<12} {:>9}  {:<16}  source", "name", "kind", "version", "bytes", "sha256");

@@ -3,13 +3,13 @@
 //! entry (`server`, `cli`, …) → `api` → `app` → `chat`, `webhooks` → `auth` →
 //! the foundation (`error`, `time`, `config`, `metrics`, …), over the two
 //! crates `gatehouse-plugin-host` and `gatehouse-store`. `host/tests/layers.rs`
-//! keeps it so.
+//! keeps it so. The `gatehouse` binary is `host/cli` (package `gatehouse-cli`),
+//! which passes in the bundled components of `host/bundled`.
 
 pub mod api;
 pub mod app;
 pub mod auth;
 pub mod bootstrap;
-pub mod bundled;
 pub mod chat;
 pub mod cli;
 pub mod config;

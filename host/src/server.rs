@@ -14,8 +14,9 @@ use gatehouse_store::redb::RedbStore;
 mod idle;
 pub mod peers;
 
-/// Run the server until SIGTERM or SIGINT, then drain and flush.
-pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> anyhow::Result<()> {
+/// Run the server until SIGTERM or SIGINT, then drain and flush. `bundled` are
+/// the components built into the binary (`gatehouse_bundled::BUNDLED`).
+pub async fn run(config: Config, config_path: Option<std::path::PathBuf>, bundled: gatehouse_plugin_host::Bundled) -> anyhow::Result<()> {
     let started = Instant::now();
     catch_file_size_signal();
     let receipts = Arc::new(gatehouse_store::receipts::Signer25519::load_or_create(&config.data_dir)?);
@@ -43,7 +44,7 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>) -> any
     let plugins = gatehouse_plugin_host::PluginRuntime::start(
         &config.plugins,
         &config.data_dir,
-        crate::bundled::BUNDLED,
+        bundled,
         crate::plugin_audit::AuditSink::start(store.clone()),
     )?;
     let config_swap = Arc::new(ArcSwap::from_pointee(config.clone()));

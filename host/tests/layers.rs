@@ -3,7 +3,7 @@
 //! picture; this test keeps it true.
 //!
 //! From the top:
-//! 1. **entry** — `main`, `cli`, `server`, `bootstrap`, `reload`, `fuzzing`:
+//! 1. **entry** — `cli`, `server`, `bootstrap`, `reload`, `fuzzing`:
 //!    start, stop and wire everything.
 //! 2. **api** — the route table, every HTTP handler and middleware.
 //! 3. **state** — `app`: the state the handlers share.
@@ -11,23 +11,24 @@
 //!    uses the other.
 //! 5. **access** — `auth`: who is calling, their limits.
 //! 6. **foundation** — `error`, `time`, `request_id`, `config`, `metrics`,
-//!    `logging`, `net`, `bundled` (the embedded components), `plugin_audit`
-//!    (plugin events into the audit log).
+//!    `logging`, `net`, `plugin_audit` (plugin events into the audit log).
 //!
 //! The plugin runtime (`gatehouse-plugin-host`) and the store
-//! (`gatehouse-store`) are crates of their own below all of these: Cargo
-//! refuses a dependency back on the host, so they need no check here.
+//! (`gatehouse-store`) are crates of their own below all of these, and the
+//! binary (`gatehouse-cli`) and the embedded components (`gatehouse-bundled`)
+//! crates beside it: Cargo refuses a dependency cycle, so they need no check
+//! here.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 const LAYERS: &[(&str, &[&str])] = &[
-    ("entry", &["main", "lib", "cli", "server", "bootstrap", "reload", "fuzzing"]),
+    ("entry", &["lib", "cli", "server", "bootstrap", "reload", "fuzzing"]),
     ("api", &["api"]),
     ("state", &["app"]),
     ("domain", &["chat", "webhooks"]),
     ("access", &["auth"]),
-    ("foundation", &["error", "time", "request_id", "config", "metrics", "logging", "net", "bundled", "plugin_audit"]),
+    ("foundation", &["error", "time", "request_id", "config", "metrics", "logging", "net", "plugin_audit"]),
 ];
 
 /// Modules of one layer that may not use each other.

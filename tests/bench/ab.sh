@@ -17,7 +17,7 @@
 #
 # Build both first with the production profile, as every figure in the history was (e.g. copy
 # target/production/gatehouse aside, change, `cargo build --profile production
-# --features jemalloc -p gatehouse`). Method and
+# --features jemalloc -p gatehouse-cli`). Method and
 # results: docs/benchmarks.md#paired-runs.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"

@@ -37,5 +37,5 @@ rustup target add wasm32-wasip2 wasm32-unknown-unknown >/dev/null 2>&1 || true
 cd "$root"
 # The production profile (fat LTO), as the published figures were measured; the driver itself is a
 # plain release build.
-cargo build --profile production --features jemalloc -p gatehouse --bin gatehouse
+cargo build --profile production --features jemalloc -p gatehouse-cli --bin gatehouse
 GATEHOUSE_TEST_BINARY="$root/target/production/gatehouse" exec cargo run --release -p gatehouse-tests --example compare -- --oha "$oha" --litellm "$venv/bin/litellm" "$@"

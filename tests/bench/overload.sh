@@ -26,7 +26,7 @@ oha="$(command -v oha || echo "$root/target/bench-tools/bin/oha")"
 
 cd "$root"
 rustup target add wasm32-wasip2 wasm32-unknown-unknown >/dev/null 2>&1 || true
-cargo build --profile production --features jemalloc -p gatehouse --bin gatehouse >&2
+cargo build --profile production --features jemalloc -p gatehouse-cli --bin gatehouse >&2
 cargo build --release -p gatehouse-tests --example compare >&2
 bin="$root/target/production/gatehouse"
 compare="$root/target/release/examples/compare"

@@ -36,7 +36,7 @@ out="$root/target/pgo"
 raw="$out/raw"
 mkdir -p "$out"
 echo "== instrumented build (target/pgo/gen)" >&2
-RUSTFLAGS="-Cprofile-generate=$raw" cargo build --profile production --features jemalloc -p gatehouse --bin gatehouse --target-dir "$out/gen" >&2
+RUSTFLAGS="-Cprofile-generate=$raw" cargo build --profile production --features jemalloc -p gatehouse-cli --bin gatehouse --target-dir "$out/gen" >&2
 cargo build --release -p gatehouse-tests --example compare >&2
 # Build scripts and proc macros of the instrumented build wrote profiles too: only the server's count.
 rm -rf "$raw"
@@ -72,5 +72,5 @@ rm -f "$out"/gatehouse-*.profdata
 mv "$out/merged.profdata" "$out/gatehouse-$sum.profdata"
 
 echo "== optimised build (target/pgo/use)" >&2
-RUSTFLAGS="-Cprofile-use=$out/gatehouse-$sum.profdata" cargo build --profile production --features jemalloc -p gatehouse --bin gatehouse --target-dir "$out/use" >&2
+RUSTFLAGS="-Cprofile-use=$out/gatehouse-$sum.profdata" cargo build --profile production --features jemalloc -p gatehouse-cli --bin gatehouse --target-dir "$out/use" >&2
 echo "$out/use/production/gatehouse"

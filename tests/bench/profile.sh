@@ -31,7 +31,7 @@ rustup target add wasm32-wasip2 wasm32-unknown-unknown >/dev/null 2>&1 || true
 cargo build --release -p gatehouse-tests --example compare >&2
 # Symbols in the host, and (GATEHOUSE_PLUGIN_NAMES) the guests' function names in perf's map of their code.
 CARGO_TARGET_DIR="$root/target/profiling" CARGO_PROFILE_PRODUCTION_STRIP=none CARGO_PROFILE_PRODUCTION_DEBUG=line-tables-only \
-  GATEHOUSE_PLUGIN_NAMES=1 cargo build --profile production --features jemalloc -p gatehouse >&2
+  GATEHOUSE_PLUGIN_NAMES=1 cargo build --profile production --features jemalloc -p gatehouse-cli >&2
 bin="$root/target/profiling/production/gatehouse"
 
 if [ -n "$out" ]; then mkdir -p "$out" && work="$(cd "$out" && pwd)"; else work="$(mktemp -d -t gatehouse-profile-XXXX)"; fi

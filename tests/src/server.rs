@@ -22,7 +22,7 @@ fn workspace_root() -> PathBuf {
 ///
 /// The build selects the whole workspace and one example so that cargo
 /// resolves features exactly as `cargo test --workspace` does (dev-dependencies
-/// included): a plain `cargo build -p gatehouse` resolves them without, so its
+/// included): a plain `cargo build -p gatehouse-cli` resolves them without, so its
 /// binary is a different build of the host and half the dependency graph, and
 /// the README's test command compiled the host twice.
 pub fn binary() -> &'static Path {
@@ -35,7 +35,9 @@ pub fn binary() -> &'static Path {
         let profile = if cfg!(debug_assertions) { "debug" } else { "release" };
         let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
         let mut cmd = Command::new(cargo);
-        cmd.current_dir(&root).args(["build", "--quiet", "--workspace", "--bin", "gatehouse", "--example", "compare"]);
+        // With jemalloc, as production builds: the suite tests their allocator.
+        cmd.current_dir(&root).args(["build", "--quiet", "--workspace", "--features", "gatehouse-cli/jemalloc"]);
+        cmd.args(["--bin", "gatehouse", "--example", "compare"]);
         if profile == "release" {
             cmd.arg("--release");
         }

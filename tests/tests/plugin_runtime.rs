@@ -64,7 +64,7 @@ fn config(call_timeout_ms: u64, memory_limit_mb: u64) -> PluginsConfig {
 
 fn start(data: &Path, cfg: &PluginsConfig) -> (Arc<PluginRuntime>, Arc<Events>) {
     let events = Arc::new(Events::default());
-    let rt = PluginRuntime::start(cfg, data, gatehouse::bundled::BUNDLED, events.clone()).expect("the runtime starts");
+    let rt = PluginRuntime::start(cfg, data, gatehouse_bundled::BUNDLED, events.clone()).expect("the runtime starts");
     (rt, events)
 }
 

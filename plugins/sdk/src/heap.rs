@@ -1,5 +1,5 @@
 //! The allocator of guests built for `wasm32-unknown-unknown` (the bundled
-//! plugins; see `host/build.rs`).
+//! plugins; see `host/bundled/build.rs`).
 //!
 //! Rust's default allocator there (dlmalloc) takes all its memory with
 //! `memory.grow`. In the host's pooling allocator a memory that grew costs

@@ -30,7 +30,7 @@
 //! `cargo build --target wasm32-wasip2 --release`; the export macros only
 //! emit the component exports in wasm builds. A guest that needs no WASI may
 //! instead be built for `wasm32-unknown-unknown` and made a component with
-//! `wit-component` (the bundled request-path plugins are: `host/build.rs`);
+//! `wit-component` (the bundled request-path plugins are: `host/bundled/build.rs`);
 //! there this crate also sets the allocator (`heap.rs`).
 //!
 //! Plugins also compile natively, so their logic is unit-tested with plain

@@ -1,20 +1,26 @@
-//! The bundled plugin components, built and embedded by `host/build.rs`: the
-//! binary carries them, and hands them to the plugin runtime at start
-//! (`gatehouse_plugin_host::PluginRuntime::start`), which takes them as data.
+//! The bundled plugin components, built by this crate's `build.rs` and
+//! embedded as bytes: the `gatehouse` binary carries them and hands them to the
+//! plugin runtime at start (`gatehouse_plugin_host::PluginRuntime::start`),
+//! which takes them as data.
+//!
+//! A crate of its own so that only the binary waits for the guests' nested
+//! build: the host library compiles beside it, and a change to a plugin
+//! rebuilds this crate and relinks the binary, not the host.
 
 mod embedded {
     include!(concat!(env!("OUT_DIR"), "/bundled.rs"));
 }
 
-/// (crate name, component bytes) of every component built into this binary.
-pub static BUNDLED: gatehouse_plugin_host::Bundled = embedded::BUNDLED;
+/// (crate name, component bytes) of every component built into this binary;
+/// the type is `gatehouse_plugin_host::Bundled`.
+pub static BUNDLED: &[(&str, &[u8])] = embedded::BUNDLED;
 
 #[cfg(test)]
 mod tests {
     use super::BUNDLED;
 
     /// The request path's bundled guests are built for
-    /// `wasm32-unknown-unknown` (host/build.rs): their components import
+    /// `wasm32-unknown-unknown` (host/bundled/build.rs): their components import
     /// their world's interfaces only, no WASI, so an instance is one core
     /// module. The retrievers, which read files and clocks, keep WASI.
     #[test]

@@ -1,3 +1,7 @@
+//! The `gatehouse` binary: parses the command line, starts the async runtime
+//! and runs the server or an offline command of the `gatehouse` library with
+//! the components of `gatehouse-bundled`.
+
 use clap::Parser;
 
 use gatehouse::cli::{Cli, Command};
@@ -25,11 +29,11 @@ fn main() -> std::process::ExitCode {
             Command::Serve(c) => {
                 let config = Config::load(c.config.as_deref())?;
                 gatehouse::logging::init(config.log.format);
-                gatehouse::server::run(config, c.config.clone()).await.map(|()| 0)
+                gatehouse::server::run(config, c.config.clone(), gatehouse_bundled::BUNDLED).await.map(|()| 0)
             }
             other => {
                 gatehouse::logging::init(LogFormat::Text);
-                gatehouse::cli::run_offline(other).await
+                gatehouse::cli::run_offline(other, gatehouse_bundled::BUNDLED).await
             }
         }
     });

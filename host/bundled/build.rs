@@ -73,7 +73,7 @@ const NAMES_VAR: &str = "GATEHOUSE_PLUGIN_NAMES";
 
 fn main() {
     let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("CARGO_MANIFEST_DIR"));
-    let root = manifest.parent().expect("workspace root").to_path_buf();
+    let root = manifest.parent().and_then(Path::parent).expect("workspace root").to_path_buf();
     for dir in ["plugins", "policies", "wit", "Cargo.toml"] {
         println!("cargo:rerun-if-changed={}", root.join(dir).display());
     }
