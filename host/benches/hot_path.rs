@@ -149,12 +149,12 @@ fn main() {
     });
     b.run("auth  header -> hash -> key lookup (in memory)", N, || {
         let token = gatehouse::auth::keys::bearer_token(&header).expect("token");
-        let found = s.find_key_by_hash(&KeyHash::of(token)).expect("lookup").expect("found");
+        let found = futures::executor::block_on(s.find_key_by_hash(&KeyHash::of(token))).expect("lookup").expect("found");
         std::hint::black_box(found);
     });
     let unknown = KeyHash::of("sk-unknown-key-0123456789abcdefghijklmnop");
     b.run("auth  unknown key (redb lookup miss, never cached)", N, || {
-        std::hint::black_box(s.find_key_by_hash(&unknown).expect("lookup"));
+        std::hint::black_box(futures::executor::block_on(s.find_key_by_hash(&unknown)).expect("lookup"));
     });
 
     // Rate limit check (in-memory counters; the quota write it spawns is not timed here).

@@ -50,7 +50,7 @@ pub async fn create_admin_key(store: &dyn Store, secret: &ApiKeySecret, key_name
 }
 
 pub async fn ensure_admin(store: &dyn Store) -> anyhow::Result<Bootstrap> {
-    if store.has_admin_key()? {
+    if store.has_admin_key().await? {
         if std::env::var_os(BOOTSTRAP_KEY_ENV).is_some() {
             tracing::info!("{BOOTSTRAP_KEY_ENV} ignored: an admin key already exists");
         }

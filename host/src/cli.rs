@@ -138,7 +138,7 @@ pub async fn run_offline(cmd: Command, bundled: gatehouse_plugin_host::Bundled) 
             KeysAction::List(c) => {
                 let cfg = load(&c)?;
                 let store = open_store(&cfg)?;
-                for k in store.list_keys()? {
+                for k in store.list_keys().await? {
                     println!(
                         "{}\t{}…\tuser={}\tadmin={}\t{}",
                         k.id,
@@ -204,7 +204,7 @@ pub async fn run_offline(cmd: Command, bundled: gatehouse_plugin_host::Bundled) 
         Command::Audit { action: AuditAction::Verify(c) } => {
             let cfg = load(&c)?;
             let store = open_store(&cfg)?;
-            let report = store.verify_audit_chain()?;
+            let report = store.verify_audit_chain().await?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             Ok(if report.ok { 0 } else { 1 })
         }

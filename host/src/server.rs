@@ -80,7 +80,7 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>, bundle
         started,
         chat,
     });
-    crate::chat::policy_select::log_stored_defaults(app.store.as_ref(), app.chat.adapters.snapshot().as_ref());
+    crate::chat::policy_select::log_stored_defaults(app.store.as_ref(), app.chat.adapters.snapshot().as_ref()).await;
     plugins.watch(Duration::from_millis(app.config().plugins.reload_debounce_ms))?;
     // Index the knowledge bases in the background; queries before it finishes build their own.
     tokio::task::spawn_blocking(move || knowledge.prewarm());

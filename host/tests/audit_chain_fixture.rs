@@ -29,7 +29,7 @@ async fn a_chain_written_before_format_2_verifies_and_keeps_its_bytes() {
     let before = stored_values(&store);
     assert!(before.len() >= 40, "{} records", before.len());
     assert!(before.iter().all(|(_, v)| v.first() == Some(&b'{')), "the fixture holds format-1 records only");
-    let r = store.verify_audit_chain().expect("verify");
+    let r = store.verify_audit_chain().await.expect("verify");
     assert!(r.ok, "{r:?}");
     assert_eq!(r.breaks, 0);
 
@@ -42,7 +42,7 @@ async fn a_chain_written_before_format_2_verifies_and_keeps_its_bytes() {
     assert_eq!(after.len(), before.len() + 2, "the marker, then the new record");
     let marker = audit::decode_record(&after[before.len()].1).expect("marker");
     assert_eq!(marker.metadata["operation"], audit::FORMAT_MARKER);
-    let r = store.verify_audit_chain().expect("verify");
+    let r = store.verify_audit_chain().await.expect("verify");
     assert!(r.ok, "{r:?}");
 }
 
@@ -59,7 +59,7 @@ async fn a_planted_edit_in_a_chain_written_before_format_2_is_found() {
     txn.open_table(tables::AUDIT).expect("table").insert(*key, edited.as_bytes()).expect("insert");
     txn.commit().expect("commit");
 
-    let r = store.verify_audit_chain().expect("verify");
+    let r = store.verify_audit_chain().await.expect("verify");
     assert_eq!(r.breaks, 1, "{r:?}");
     assert_eq!(r.broken[0].position, 20);
     assert!(r.broken[0].detail.contains("edited"), "{r:?}");

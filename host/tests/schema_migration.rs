@@ -6,8 +6,8 @@ use gatehouse_store::KeyHash;
 use gatehouse_store::redb::{RedbStore, schema};
 use gatehouse_store::{AuditQuery, Store};
 
-#[test]
-fn a_v1_data_dir_migrates_to_the_current_schema() {
+#[tokio::test]
+async fn a_v1_data_dir_migrates_to_the_current_schema() {
     let fixtures = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures");
     let dir = tempfile::tempdir().expect("tmp");
     std::fs::copy(fixtures.join("schema-v1.redb"), dir.path().join("gatehouse.redb")).expect("copy fixture");
@@ -18,10 +18,10 @@ fn a_v1_data_dir_migrates_to_the_current_schema() {
     const { assert!(schema::CURRENT >= 2) };
 
     // The data is there.
-    let key = store.find_key_by_hash(&KeyHash::of(secret.trim())).expect("lookup").expect("key survives");
+    let key = store.find_key_by_hash(&KeyHash::of(secret.trim())).await.expect("lookup").expect("key survives");
     assert_eq!(key.name, "fixture key");
-    assert!(store.list_users().expect("users").iter().any(|u| u.email == "fixture@example.com"));
-    let groups = store.list_groups().expect("groups");
+    assert!(store.list_users().await.expect("users").iter().any(|u| u.email == "fixture@example.com"));
+    let groups = store.list_groups().await.expect("groups");
     assert!(groups.iter().any(|(g, _)| g.name == "Fixture Group"));
 
     // v2's index was built from the old log: a type-filtered query finds the old records.
@@ -32,8 +32,8 @@ fn a_v1_data_dir_migrates_to_the_current_schema() {
         limit: 50,
         ..Default::default()
     };
-    let (logs, total) = store.audit_query(&q).expect("query");
+    let (logs, total) = store.audit_query(&q).await.expect("query");
     assert_eq!(total, 1);
     assert!(logs[0].description.contains("Fixture Group"));
-    assert!(store.verify_audit_chain().expect("verify").ok);
+    assert!(store.verify_audit_chain().await.expect("verify").ok);
 }

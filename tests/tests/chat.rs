@@ -384,7 +384,7 @@ async fn idempotency_records_past_their_ttl_are_deleted_from_the_data_file() {
     assert!(s.terminate(), "clean shutdown");
     let store = gatehouse_store::redb::RedbStore::open(&s.data_dir, true).expect("open the data file");
     for idem in ["one", "two"] {
-        assert_eq!(store.idempotency_get(&format!("{key_id}/{idem}")).expect("read"), None, "{idem} is still stored");
+        assert_eq!(store.idempotency_get(&format!("{key_id}/{idem}")).await.expect("read"), None, "{idem} is still stored");
     }
 }
 

@@ -143,7 +143,7 @@ pub struct AuditLogsQuery {
 )]
 pub async fn audit_logs(State(app): State<AppState>, Admin(_): Admin, Query(p): Query<Params>) -> Result<Json<Value>, AdminError> {
     let a = audit_params(&p, Utc::now())?;
-    let (logs, total) = app.store.audit_query(&a.query)?;
+    let (logs, total) = app.store.audit_query(&a.query).await?;
     Ok(Json(json!({
         "success": true,
         "data": {
@@ -160,6 +160,6 @@ pub async fn audit_logs(State(app): State<AppState>, Admin(_): Admin, Query(p): 
     responses((status = 200, description = "The walk of the audit hash chain: the record count, the first break and every break found (`breaks`, `broken`)", body = crate::api::schema::Success<crate::api::schema::JsonObject>))
 )]
 pub async fn verify_audit(State(app): State<AppState>, Admin(_): Admin) -> Result<Json<Value>, AdminError> {
-    let report = app.store.verify_audit_chain()?;
+    let report = app.store.verify_audit_chain().await?;
     Ok(Json(json!({"success": true, "data": report})))
 }

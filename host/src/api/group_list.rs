@@ -84,10 +84,12 @@ pub async fn groups(State(app): State<AppState>, Admin(_): Admin, Query(p): Quer
     };
     let search = p.get("search").map(|s| s.trim().to_lowercase()).filter(|s| !s.is_empty());
 
-    let users: HashMap<String, gatehouse_store::model::User> = app.store.list_users()?.into_iter().map(|u| (u.id.clone(), u)).collect();
+    let users: HashMap<String, gatehouse_store::model::User> =
+        app.store.list_users().await?.into_iter().map(|u| (u.id.clone(), u)).collect();
     let mut rows: Vec<_> = app
         .store
-        .list_groups()?
+        .list_groups()
+        .await?
         .into_iter()
         .filter(|(g, _)| status.is_none_or(|s| g.status == s))
         .filter(|(g, _)| search.as_ref().is_none_or(|q| g.name.to_lowercase().contains(q) || g.description.to_lowercase().contains(q)))

@@ -19,7 +19,7 @@ use crate::metrics;
 )]
 pub async fn metrics(State(app): State<AppState>, _reader: MetricsReader) -> Response {
     // Sampled at scrape time: a read of the store, not a counter kept on every path.
-    match app.webhooks.queue_depth() {
+    match app.webhooks.queue_depth().await {
         Ok(depth) => {
             metrics::get().webhook_queue_depth.set(i64::try_from(depth).unwrap_or(i64::MAX));
         }

@@ -28,12 +28,15 @@ pub async fn authenticate(State(app): State<AppState>, mut req: Request, next: N
     if req.uri().path() == METRICS_ROUTE && auth::presents_scrape_key(app.config().metrics.scrape_key.as_ref(), &req) {
         req.extensions_mut().insert(ScrapeAccess);
     } else if !is_public(req.uri().path()) {
-        match auth::authenticate(app.store.as_ref(), &app.auth_failures, &req) {
+        // The head alone crosses the store read (a body is not `Sync`).
+        let (mut head, body) = req.into_parts();
+        match auth::authenticate(app.store.as_ref(), &app.auth_failures, &head).await {
             Ok(ctx) => {
-                req.extensions_mut().insert(ctx);
+                head.extensions.insert(ctx);
             }
             Err(refused) => return *refused,
         }
+        req = Request::from_parts(head, body);
     }
     next.run(req).await
 }

@@ -43,7 +43,7 @@ pub async fn public_key(State(app): State<AppState>, Authed(_): Authed) -> Json<
 )]
 pub async fn get(State(app): State<AppState>, Authed(ctx): Authed, Path(bundle_id): Path<String>) -> Result<Json<Value>, AdminError> {
     let not_found = || AdminError::not_found(format!("no receipt {bundle_id}"));
-    let signed = app.store.receipt(&bundle_id)?.ok_or_else(not_found)?;
+    let signed = app.store.receipt(&bundle_id).await?.ok_or_else(not_found)?;
     if signed.receipt.key_id != ctx.key.id && !ctx.is_admin() {
         return Err(not_found());
     }

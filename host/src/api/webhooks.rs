@@ -278,8 +278,8 @@ fn origin(url: &str) -> String {
     reqwest::Url::parse(url).map(|u| u.origin().ascii_serialization()).unwrap_or_default()
 }
 
-fn actor(wh: &Webhooks, ctx: &AuthContext, audit: Audit, endpoint: &str) -> AuditEntry {
-    let user = wh.host_store.get_user(&ctx.key.user_id).ok().flatten().map(|u| AuditUser::from(&u)).unwrap_or_else(|| AuditUser {
+async fn actor(wh: &Webhooks, ctx: &AuthContext, audit: Audit, endpoint: &str) -> AuditEntry {
+    let user = wh.host_store.get_user(&ctx.key.user_id).await.ok().flatten().map(|u| AuditUser::from(&u)).unwrap_or_else(|| AuditUser {
         id: ctx.key.user_id.clone(),
         name: String::new(),
         email: String::new(),
@@ -306,7 +306,7 @@ fn not_found(id: &str) -> AdminError {
     responses((status = 200, description = "`{endpoints: [endpoint], events: [{name, description}]}` (the event catalog)", body = Success<crate::api::schema::JsonObject>))
 )]
 async fn list(State(wh): Wh, Admin(_): Admin) -> Result<Json<Value>, AdminError> {
-    let endpoints = wh.store.list_endpoints()?;
+    let endpoints = wh.store.list_endpoints().await?;
     let events: Vec<Value> = EVENT_CATALOG.iter().map(|(name, description)| json!({"name": name, "description": description})).collect();
     Ok(ok(json!({
         "endpoints": endpoints.iter().map(EndpointView::from).collect::<Vec<_>>(),
@@ -350,7 +350,8 @@ async fn create(State(wh): Wh, Admin(ctx): Admin, AdminJson(body): AdminJson<Cre
             .meta("events", endpoint.events.clone())
             .meta("enabled", endpoint.enabled),
         "POST /api/admin/webhooks",
-    );
+    )
+    .await;
     let endpoint = wh.store.create_endpoint(endpoint, secret.clone().into(), audit).await?;
     wh.kick(&endpoint.id);
     Ok((
@@ -369,7 +370,7 @@ async fn create(State(wh): Wh, Admin(ctx): Admin, AdminJson(body): AdminJson<Cre
     responses((status = 200, description = "The endpoint", body = Success<EndpointView>), (status = 404, description = "No such endpoint", body = NestedError))
 )]
 async fn get_one(State(wh): Wh, Admin(_): Admin, Path(id): Path<String>) -> Result<Json<Value>, AdminError> {
-    let e = wh.store.get_endpoint(&id)?.ok_or_else(|| not_found(&id))?;
+    let e = wh.store.get_endpoint(&id).await?.ok_or_else(|| not_found(&id))?;
     Ok(ok(EndpointView::from(&e)))
 }
 
@@ -388,7 +389,7 @@ async fn update(
     Path(id): Path<String>,
     AdminJson(body): AdminJson<UpdateBody>,
 ) -> Result<Json<Value>, AdminError> {
-    let current = wh.store.get_endpoint(&id)?.ok_or_else(|| not_found(&id))?;
+    let current = wh.store.get_endpoint(&id).await?.ok_or_else(|| not_found(&id))?;
     if body.url.is_none() && body.events.is_none() && body.description.is_none() && body.enabled.is_none() {
         return Err(AdminError::validation("send at least one of `url`, `events`, `description`, `enabled`"));
     }
@@ -424,7 +425,7 @@ async fn update(
     if let Some(en) = body.enabled {
         audit = audit.meta("enabled", en);
     }
-    let audit = actor(&wh, &ctx, audit, "PUT /api/admin/webhooks/{id}");
+    let audit = actor(&wh, &ctx, audit, "PUT /api/admin/webhooks/{id}").await;
     let patch = EndpointPatch { url, description, events, enabled: body.enabled };
     let e = wh.store.update_endpoint(&id, patch, audit).await?;
     wh.kick(&id);
@@ -448,7 +449,8 @@ async fn rotate_secret(State(wh): Wh, Admin(ctx): Admin, Path(id): Path<String>)
             .meta("operation", "rotate_webhook_secret")
             .meta("webhookId", id.clone()),
         "POST /api/admin/webhooks/{id}/rotate-secret",
-    );
+    )
+    .await;
     let e = wh.store.rotate_secret(&id, secret.clone().into(), audit).await?;
     Ok(ok(EndpointWithSecret {
         endpoint: EndpointView::from(&e),
@@ -488,7 +490,8 @@ async fn test(State(wh): Wh, Admin(ctx): Admin, Path(id): Path<String>) -> Resul
             .meta("eventId", event.id.clone())
             .meta("deliveryId", delivery.id.clone()),
         "POST /api/admin/webhooks/{id}/test",
-    );
+    )
+    .await;
     let delivery_id = delivery.id.clone();
     wh.store.queue_delivery(delivery, audit).await?;
     wh.kick(&id);
@@ -508,7 +511,8 @@ async fn delete(State(wh): Wh, Admin(ctx): Admin, Path(id): Path<String>) -> Res
             .meta("operation", "delete_webhook")
             .meta("webhookId", id.clone()),
         "DELETE /api/admin/webhooks/{id}",
-    );
+    )
+    .await;
     wh.store.delete_endpoint(&id, audit).await?;
     wh.kick(&id);
     Ok(ok(json!({"id": id, "deleted": true})))
@@ -535,7 +539,7 @@ async fn deliveries(
     if !(1..=MAX_DELIVERIES_PAGE).contains(&limit) {
         return Err(AdminError::validation(format!("`limit` must be from 1 to {MAX_DELIVERIES_PAGE}")));
     }
-    wh.store.get_endpoint(&id)?.ok_or_else(|| not_found(&id))?;
-    let rows = wh.store.recent_deliveries(&id, limit)?;
+    wh.store.get_endpoint(&id).await?.ok_or_else(|| not_found(&id))?;
+    let rows = wh.store.recent_deliveries(&id, limit).await?;
     Ok(ok(json!({"deliveries": rows.iter().map(delivery_view).collect::<Vec<_>>()})))
 }

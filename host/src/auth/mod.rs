@@ -59,15 +59,15 @@ pub fn presents_scrape_key(expected: Option<&ScrapeKey>, req: &Request) -> bool 
 
 /// The key a request presents, or the 401 (500 if the store fails) in its
 /// route's format; every refusal is counted in `failures` by client address.
-pub fn authenticate(store: &dyn Store, failures: &FailureWatch, req: &Request) -> Result<AuthContext, Box<Response>> {
-    let path = req.uri().path();
+pub async fn authenticate(store: &dyn Store, failures: &FailureWatch, req: &Parts) -> Result<AuthContext, Box<Response>> {
+    let path = req.uri.path();
     let format = ErrorFormat::for_path(path);
-    let client = req.extensions().get::<failures::ClientAddr>().and_then(|c| c.0);
+    let client = req.extensions.get::<failures::ClientAddr>().and_then(|c| c.0);
     let refuse = |reason: failures::Reason, revoked: Option<&str>, message: &str| {
         failures.record(client, reason, path, revoked);
         Box::new(format.unauthorized(message))
     };
-    let Some(header) = req.headers().get(axum::http::header::AUTHORIZATION) else {
+    let Some(header) = req.headers.get(axum::http::header::AUTHORIZATION) else {
         return Err(refuse(failures::Reason::Missing, None, "missing API key: send `Authorization: Bearer sk-…`"));
     };
     let Some(token) = header.to_str().ok().and_then(keys::bearer_token) else {
@@ -77,7 +77,7 @@ pub fn authenticate(store: &dyn Store, failures: &FailureWatch, req: &Request) -
         return Err(refuse(failures::Reason::Invalid, None, "invalid API key: keys start with `sk-`"));
     }
     let hash = KeyHash::of(token);
-    match store.find_key_by_hash(&hash) {
+    match store.find_key_by_hash(&hash).await {
         Ok(Some(key)) if !key.is_revoked() => Ok(AuthContext { key }),
         Ok(Some(key)) => Err(refuse(failures::Reason::Revoked, Some(&key.id), "this API key has been revoked")),
         Ok(None) => Err(refuse(failures::Reason::Invalid, None, "invalid API key")),

@@ -245,7 +245,7 @@ pub async fn begin(
     let waited_since = tokio::time::Instant::now();
     loop {
         let now = Utc::now();
-        if let Some(existing) = store.idempotency_get(&scope)?
+        if let Some(existing) = store.idempotency_get(&scope).await?
             && existing.is_live(now)
         {
             if existing.body_hash != hash {

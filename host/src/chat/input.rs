@@ -197,7 +197,7 @@ pub async fn dry_run(
         }
     };
     let params = super::request::parse_check(body, defaults).map_err(to_admin)?;
-    let mut p = super::pipeline::prepare(deps, ctx, params, super::format::Format::Gatehouse, String::new()).map_err(to_admin)?;
+    let mut p = super::pipeline::prepare(deps, ctx, params, super::format::Format::Gatehouse, String::new()).await.map_err(to_admin)?;
     let (allowed, verdicts, reason) = match check_input(deps, ctx, &mut p) {
         Ok(g) => (true, g.trail.verdicts, None),
         Err(r) => {

@@ -148,7 +148,11 @@ pub async fn serve(deps: ChatDeps, ctx: AuthContext, slot: Slot, headers: Header
         Format::OpenAi { .. } => super::openai::parse(&body, defaults),
     };
     let request_hash = gatehouse_store::receipts::sha256_hex(&body);
-    let resp = match parsed.and_then(|(params, format)| prepare(&deps, &ctx, params, format, request_hash)) {
+    let prepared = match parsed {
+        Ok((params, format)) => prepare(&deps, &ctx, params, format, request_hash).await,
+        Err(e) => Err(e),
+    };
+    let resp = match prepared {
         Err(e) => finish(&deps, Reply::error(format, e, Trail::default()), claim).await,
         Ok(mut p) => match guard_and_retrieve(&deps, &ctx, &mut p).await {
             Err(refusal) => finish(&deps, Reply::error(format, refusal.error, refusal.trail), claim).await,
@@ -178,7 +182,7 @@ async fn guard_and_retrieve(deps: &ChatDeps, ctx: &AuthContext, p: &mut Prepared
 }
 
 /// Validate and resolve everything that does not call a model.
-pub fn prepare(
+pub async fn prepare(
     deps: &ChatDeps,
     ctx: &AuthContext,
     mut params: ChatParams,
@@ -193,7 +197,7 @@ pub fn prepare(
             if !ctx.is_admin() {
                 return Err(ChatError::access_denied("`user_id` (billing another user) needs an admin API key"));
             }
-            if deps.store.get_user(uid)?.is_none() {
+            if deps.store.get_user(uid).await?.is_none() {
                 return Err(ChatError::invalid_request(format!("`user_id`: no user `{uid}` exists")));
             }
             uid.clone()
@@ -232,7 +236,7 @@ pub fn prepare(
     }
 
     let adapters = deps.adapters.snapshot();
-    let (policy, source) = select_policy(deps, adapters.as_ref(), ctx, &params)?;
+    let (policy, source) = select_policy(deps, adapters.as_ref(), ctx, &params).await?;
 
     let request_id = request_id::current().unwrap_or_else(|| request_id::RequestId::new().0);
     // Time-ordered (UUIDv7): receipts are appended at the right edge of their B-tree
@@ -288,18 +292,18 @@ pub fn prepare(
 
 /// The policy of the request (`chat::policy_select`): the group is read only
 /// when the request and the key's own default leave it open.
-fn select_policy(
+async fn select_policy(
     deps: &ChatDeps,
     adapters: &dyn PluginSet,
     ctx: &AuthContext,
     params: &ChatParams,
 ) -> Result<(String, &'static str), ChatError> {
     let cfg = deps.config();
-    let group_default = || match ctx.key.group_id.as_deref() {
-        Some(g) => Ok(deps.store.get_group(g)?.and_then(|g| g.default_policy)),
+    let group_default = async || match ctx.key.group_id.as_deref() {
+        Some(g) => Ok(deps.store.get_group(g).await?.and_then(|g| g.default_policy)),
         None => Ok(None),
     };
-    super::policy_select::select(adapters, &ctx.key, params.policy.as_deref(), group_default, &cfg.policies.default)
+    super::policy_select::select(adapters, &ctx.key, params.policy.as_deref(), group_default, &cfg.policies.default).await
 }
 
 /// The `api:model_failover` events of a chain.

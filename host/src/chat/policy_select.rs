@@ -45,11 +45,11 @@ pub fn default_problem(adapters: &dyn PluginSet, key: &ApiKeyRecord, policy: &st
 /// Resolve the policy for one request. `group_default` is called only when
 /// the request and the key's own default do not settle it (it reads the
 /// group, so the common cases stay free of store reads).
-pub fn select(
+pub async fn select(
     adapters: &dyn PluginSet,
     key: &ApiKeyRecord,
     requested: Option<&str>,
-    group_default: impl FnOnce() -> Result<Option<String>, ChatError>,
+    group_default: impl AsyncFnOnce() -> Result<Option<String>, ChatError>,
     server_default: &str,
 ) -> Result<(String, &'static str), ChatError> {
     if let Some(p) = requested {
@@ -71,7 +71,7 @@ pub fn select(
         }
     }
     if key.group_id.is_some()
-        && let Some(p) = group_default()?
+        && let Some(p) = group_default().await?
     {
         if may_use(key, &p) {
             return loaded(adapters, key, &p, GROUP);
@@ -121,8 +121,8 @@ fn names_text(names: &[String]) -> String {
 /// At start: log every active key whose stored `defaultPolicy` could not
 /// serve it (written before the check existed, or its policy is gone). Such
 /// a default is skipped at request time; the log says which keys to fix.
-pub fn log_stored_defaults(store: &dyn gatehouse_store::Store, adapters: &dyn PluginSet) {
-    let keys = match store.list_keys() {
+pub async fn log_stored_defaults(store: &dyn gatehouse_store::Store, adapters: &dyn PluginSet) {
+    let keys = match store.list_keys().await {
         Ok(keys) => keys,
         Err(e) => {
             tracing::warn!(error = %e, "could not list API keys to check their default policies");
@@ -180,7 +180,8 @@ mod tests {
     }
 
     fn run(k: &ApiKeyRecord, requested: Option<&str>, group: Option<&str>) -> Result<(String, &'static str), (u16, String)> {
-        select(&ALL, k, requested, || Ok(group.map(str::to_owned)), "internal").map_err(|e| (e.status.as_u16(), e.message))
+        futures::executor::block_on(select(&ALL, k, requested, async || Ok(group.map(str::to_owned)), "internal"))
+            .map_err(|e| (e.status.as_u16(), e.message))
     }
 
     #[test]
@@ -214,9 +215,9 @@ mod tests {
     #[test]
     fn the_group_is_read_only_when_needed() {
         let k = key(None, Some("public"), true);
-        let r = select(&ALL, &k, None, || panic!("the key's default settles it"), "internal");
+        let r = futures::executor::block_on(select(&ALL, &k, None, async || panic!("the key's default settles it"), "internal"));
         assert_eq!(r.map_err(|e| e.message), Ok(("public".into(), API_KEY)));
-        let r = select(&ALL, &k, Some("internal"), || panic!("the request settles it"), "internal");
+        let r = futures::executor::block_on(select(&ALL, &k, Some("internal"), async || panic!("the request settles it"), "internal"));
         assert_eq!(r.map_err(|e| e.message), Ok(("internal".into(), REQUEST)));
     }
 

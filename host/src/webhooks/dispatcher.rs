@@ -75,7 +75,7 @@ struct Shared {
     config: Arc<ArcSwap<Config>>,
     client: reqwest::Client,
     /// Endpoint id → the running worker's wake-up.
-    workers: Mutex<HashMap<String, Arc<Notify>>>,
+    workers: Mutex<HashMap<String, Worker>>,
     stop: watch::Sender<bool>,
     recorder: mpsc::Sender<Record>,
 }
@@ -87,7 +87,7 @@ fn settings(config: &ArcSwap<Config>) -> WebhooksConfig {
 impl Dispatcher {
     /// Build the client, start the recorder and a worker per endpoint that
     /// is enabled or has pending deliveries.
-    pub(super) fn start(
+    pub(super) async fn start(
         store: Arc<dyn WebhookStore>,
         outbox: Arc<dyn Store>,
         config: Arc<ArcSwap<Config>>,
@@ -115,8 +115,8 @@ impl Dispatcher {
             reason = "the recorder stops on `stop`, which `Dispatcher::shutdown` sends and then waits out"
         )]
         tokio::spawn(recorder_loop(shared.store.clone(), records, shared.stop.subscribe()));
-        let mut start: Vec<String> = shared.store.list_endpoints()?.into_iter().filter(|e| e.enabled).map(|e| e.id).collect();
-        let pending = shared.store.endpoints_with_pending()?;
+        let mut start: Vec<String> = shared.store.list_endpoints().await?.into_iter().filter(|e| e.enabled).map(|e| e.id).collect();
+        let pending = shared.store.endpoints_with_pending().await?;
         if !pending.is_empty() {
             tracing::info!(endpoints = pending.len(), "resuming pending webhook deliveries");
         }
@@ -131,8 +131,8 @@ impl Dispatcher {
     /// its next look (`webhooks.poll_interval_ms`).
     pub(super) fn wake(&self) {
         if let Ok(workers) = self.shared.workers.lock() {
-            for n in workers.values() {
-                n.notify_one();
+            for w in workers.values() {
+                w.notify.notify_one();
             }
         }
     }
@@ -152,18 +152,27 @@ impl Dispatcher {
     }
 }
 
+/// A running worker: how to wake it, and how many times it was kicked (so a
+/// worker that read its endpoint's state can tell, under the lock, whether
+/// anything changed while it read).
+struct Worker {
+    notify: Arc<Notify>,
+    kicks: u64,
+}
+
 impl Shared {
     fn kick(self: &Arc<Self>, endpoint_id: &str) {
         if *self.stop.borrow() {
             return;
         }
         let Ok(mut workers) = self.workers.lock() else { return };
-        if let Some(n) = workers.get(endpoint_id) {
-            n.notify_one();
+        if let Some(w) = workers.get_mut(endpoint_id) {
+            w.kicks += 1;
+            w.notify.notify_one();
             return;
         }
         let notify = Arc::new(Notify::new());
-        workers.insert(endpoint_id.to_owned(), notify.clone());
+        workers.insert(endpoint_id.to_owned(), Worker { notify: notify.clone(), kicks: 0 });
         #[expect(
             clippy::disallowed_methods,
             reason = "an endpoint's worker stops on `stop`, which `Dispatcher::shutdown` sends; unfinished deliveries stay in the store for the next start"
@@ -173,19 +182,30 @@ impl Shared {
 
     /// Called by the worker of a disabled or deleted endpoint with nothing in
     /// flight: leave the map unless the endpoint came back or has pending
-    /// deliveries. Under the lock `kick` takes, so no wake-up is lost.
-    fn retire(&self, endpoint_id: &str) -> bool {
-        let Ok(mut workers) = self.workers.lock() else { return true };
-        let enabled = matches!(self.store.get_endpoint(endpoint_id), Ok(Some(e)) if e.enabled);
-        let pending = match self.store.due_deliveries(endpoint_id, DateTime::<Utc>::MAX_UTC, 1) {
+    /// deliveries. No wake-up is lost: a `kick` (which follows the store
+    /// write it announces) while the state is read keeps the worker, and one
+    /// after the removal finds no worker and starts one.
+    async fn retire(&self, endpoint_id: &str) -> bool {
+        let Some(kicks) = self.kicks(endpoint_id) else { return true };
+        let enabled = matches!(self.store.get_endpoint(endpoint_id).await, Ok(Some(e)) if e.enabled);
+        let pending = match self.store.due_deliveries(endpoint_id, DateTime::<Utc>::MAX_UTC, 1).await {
             Ok(d) => !d.due.is_empty(),
             Err(_) => true,
         };
         if enabled || pending {
             return false;
         }
+        let Ok(mut workers) = self.workers.lock() else { return true };
+        if workers.get(endpoint_id).is_some_and(|w| w.kicks != kicks) {
+            return false;
+        }
         workers.remove(endpoint_id);
         true
+    }
+
+    /// How many times `endpoint_id`'s worker was kicked; `None` without a worker.
+    fn kicks(&self, endpoint_id: &str) -> Option<u64> {
+        self.workers.lock().ok()?.get(endpoint_id).map(|w| w.kicks)
     }
 }
 
@@ -215,10 +235,10 @@ async fn worker(shared: Arc<Shared>, endpoint_id: String, notify: Arc<Notify>) {
             return;
         }
         let cfg = settings(&shared.config);
-        let plan = match shared.store.get_endpoint(&endpoint_id) {
+        let plan = match shared.store.get_endpoint(&endpoint_id).await {
             Ok(Some(ep)) if ep.enabled => {
                 // Re-enabling moves the stored cursor past what was fired meanwhile.
-                match shared.store.endpoint_cursor(&endpoint_id) {
+                match shared.store.endpoint_cursor(&endpoint_id).await {
                     Ok(c) if c > frontier => {
                         frontier = c;
                         saved = saved.max(c);
@@ -238,7 +258,7 @@ async fn worker(shared: Arc<Shared>, endpoint_id: String, notify: Arc<Notify>) {
             Ok(_) if running.is_empty() => match cancel_due(&shared, &endpoint_id, cfg.deliveries_kept_per_endpoint.max(1)).await {
                 Ok(Some(t)) => Plan { wake_at: Some(t) },
                 Ok(None) => {
-                    if shared.retire(&endpoint_id) {
+                    if shared.retire(&endpoint_id).await {
                         return;
                     }
                     Plan { wake_at: Some(Utc::now()) }
@@ -297,7 +317,7 @@ async fn fill(
         return Plan { wake_at: None };
     }
     let mut wake_at = Some(poll);
-    match shared.store.due_deliveries(&ep.id, now, max + running.len()) {
+    match shared.store.due_deliveries(&ep.id, now, max + running.len()).await {
         Ok(due) => {
             if let Some(t) = due.next_due {
                 wake_at = Some(t.min(poll));
@@ -322,7 +342,7 @@ async fn fill(
         if slots.available_permits() == 0 {
             return Plan { wake_at: None };
         }
-        let page = match shared.outbox.outbox_after(*frontier, OUTBOX_PAGE) {
+        let page = match shared.outbox.outbox_after(*frontier, OUTBOX_PAGE).await {
             Ok(p) => p,
             Err(e) => {
                 tracing::error!(error = %e, endpoint = %ep.id, "reading the outbox failed");
@@ -378,7 +398,7 @@ async fn sleep_opt(d: Option<Duration>) {
 /// look again (more are due, or later ones), or `None` if none is pending.
 async fn cancel_due(shared: &Shared, endpoint_id: &str, keep: usize) -> StoreResult<Option<DateTime<Utc>>> {
     let now = Utc::now();
-    let due = shared.store.due_deliveries(endpoint_id, now, RECORD_BATCH)?;
+    let due = shared.store.due_deliveries(endpoint_id, now, RECORD_BATCH).await?;
     if due.due.is_empty() {
         return Ok(due.next_due);
     }
@@ -459,14 +479,14 @@ async fn attempt(shared: Arc<Shared>, d: Delivery, fresh: bool, slot: OwnedSemap
 async fn attempt_inner(shared: &Arc<Shared>, d: Delivery, fresh: bool, slot: OwnedSemaphorePermit, worker: &Notify) -> StoreResult<()> {
     let cfg = settings(&shared.config);
     let keep = cfg.deliveries_kept_per_endpoint.max(1);
-    let endpoint = match shared.store.get_endpoint(&d.endpoint_id)? {
+    let endpoint = match shared.store.get_endpoint(&d.endpoint_id).await? {
         Some(e) if e.enabled => e,
         Some(_) if !fresh => {
             return cancel(shared, &d.endpoint_id, vec![d.id], keep).await;
         }
         _ => return Ok(()),
     };
-    let Some(secret) = shared.store.endpoint_secret(&endpoint.id)?.map(super::signer::WebhookSecret::from) else {
+    let Some(secret) = shared.store.endpoint_secret(&endpoint.id).await?.map(super::signer::WebhookSecret::from) else {
         return Ok(());
     };
     let timeout = Duration::from_millis(cfg.timeout_ms.max(1));

@@ -121,7 +121,7 @@ impl Webhooks {
         lookup: Arc<dyn Lookup>,
     ) -> anyhow::Result<Arc<Self>> {
         store.prepare_webhooks().await.map_err(|e| anyhow::anyhow!("cannot prepare the webhook tables: {e}"))?;
-        let dispatcher = dispatcher::Dispatcher::start(store.clone(), host_store.clone(), config.clone(), lookup.clone())?;
+        let dispatcher = dispatcher::Dispatcher::start(store.clone(), host_store.clone(), config.clone(), lookup.clone()).await?;
         #[expect(clippy::disallowed_methods, reason = "the handle is kept: `Webhooks::shutdown` aborts the pruner")]
         let pruner = tokio::spawn(prune_outbox(store.clone(), config.clone()));
         Ok(Arc::new(Webhooks { store, host_store, config, lookup, dispatcher, pruner }))
@@ -135,8 +135,8 @@ impl Webhooks {
     }
 
     /// Deliveries waiting (see [`WebhookStore::queue_depth`]).
-    pub fn queue_depth(&self) -> gatehouse_store::StoreResult<u64> {
-        self.store.queue_depth()
+    pub async fn queue_depth(&self) -> gatehouse_store::StoreResult<u64> {
+        self.store.queue_depth().await
     }
 
     /// Stop dispatching. Pending deliveries stay in the store and resume at the next start.

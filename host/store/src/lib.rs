@@ -134,16 +134,16 @@ pub trait Store: Send + Sync + 'static {
 
     // Users
     async fn create_user(&self, user: User, audit: AuditEntry) -> StoreResult<User>;
-    fn get_user(&self, id: &str) -> StoreResult<Option<User>>;
-    fn list_users(&self) -> StoreResult<Vec<User>>;
+    async fn get_user(&self, id: &str) -> StoreResult<Option<User>>;
+    async fn list_users(&self) -> StoreResult<Vec<User>>;
 
     // Groups and memberships
     async fn create_group(&self, group: Group, audit: AuditEntry) -> StoreResult<Group>;
     /// Replace a group's record (name, description, status, default policy).
     async fn update_group(&self, group: Group, audit: AuditEntry) -> StoreResult<Group>;
-    fn get_group(&self, id: &str) -> StoreResult<Option<Group>>;
+    async fn get_group(&self, id: &str) -> StoreResult<Option<Group>>;
     /// Every group with its member ids.
-    fn list_groups(&self) -> StoreResult<Vec<(Group, Vec<String>)>>;
+    async fn list_groups(&self) -> StoreResult<Vec<(Group, Vec<String>)>>;
     async fn add_member(&self, group_id: &str, user_id: &str, audit: AuditEntry) -> StoreResult<()>;
     async fn remove_member(&self, group_id: &str, user_id: &str, audit: AuditEntry) -> StoreResult<()>;
 
@@ -153,20 +153,20 @@ pub trait Store: Send + Sync + 'static {
     /// Replace a key's options (not its hash).
     async fn update_key(&self, key: ApiKeyRecord, audit: AuditEntry) -> StoreResult<ApiKeyRecord>;
     async fn revoke_key(&self, id: &str, audit: AuditEntry) -> StoreResult<ApiKeyRecord>;
-    fn get_key(&self, id: &str) -> StoreResult<Option<ApiKeyRecord>>;
+    async fn get_key(&self, id: &str) -> StoreResult<Option<ApiKeyRecord>>;
     /// The key whose secret hashes to `hash` (the redb store answers repeat lookups from memory).
-    fn find_key_by_hash(&self, hash: &KeyHash) -> StoreResult<Option<std::sync::Arc<ApiKeyRecord>>>;
-    fn list_keys(&self) -> StoreResult<Vec<ApiKeyRecord>>;
+    async fn find_key_by_hash(&self, hash: &KeyHash) -> StoreResult<Option<std::sync::Arc<ApiKeyRecord>>>;
+    async fn list_keys(&self) -> StoreResult<Vec<ApiKeyRecord>>;
     /// True once any non-revoked admin key exists.
-    fn has_admin_key(&self) -> StoreResult<bool>;
+    async fn has_admin_key(&self) -> StoreResult<bool>;
 
     // Audit
     /// Append records that belong to no other write (plugin loads, auth failures, ...).
     async fn append_audit(&self, entries: Vec<AuditEntry>) -> StoreResult<()>;
     /// One page of the records matching `q`, newest first, and the number of matches.
-    fn audit_query(&self, q: &AuditQuery) -> StoreResult<(Vec<AuditRecord>, u64)>;
+    async fn audit_query(&self, q: &AuditQuery) -> StoreResult<(Vec<AuditRecord>, u64)>;
     /// Walk the whole chain and report the first break.
-    fn verify_audit_chain(&self) -> StoreResult<ChainReport>;
+    async fn verify_audit_chain(&self) -> StoreResult<ChainReport>;
 
     // Chat: usage, quotas, idempotency, outbox
     /// Write what a finished request produced (usage, events, audit, idempotency) in one commit.
@@ -178,8 +178,8 @@ pub trait Store: Send + Sync + 'static {
     /// Persisted counts of a key's quota windows, in the order given.
     fn quota_counts(&self, key_id: &str, windows: &[String]) -> StoreResult<Vec<u64>>;
     /// Usage totals per user and per key.
-    fn usage_totals(&self) -> StoreResult<(UsageRows, UsageRows)>;
-    fn idempotency_get(&self, scope: &str) -> StoreResult<Option<IdempotencyRecord>>;
+    async fn usage_totals(&self) -> StoreResult<(UsageRows, UsageRows)>;
+    async fn idempotency_get(&self, scope: &str) -> StoreResult<Option<IdempotencyRecord>>;
     /// Claim a key unless a live record exists (expired records and lapsed leases are taken over).
     async fn idempotency_claim(&self, scope: &str, record: IdempotencyRecord) -> StoreResult<Claim>;
     /// Extend the lease of an in-flight claim.
@@ -191,7 +191,7 @@ pub trait Store: Send + Sync + 'static {
     /// Queue events (and their audit records) in the outbox.
     async fn enqueue_events(&self, events: Vec<OutboxEvent>, audit: Vec<AuditEntry>) -> StoreResult<()>;
     /// A signed receipt by bundle id.
-    fn receipt(&self, bundle_id: &str) -> StoreResult<Option<crate::receipts::SignedReceipt>>;
+    async fn receipt(&self, bundle_id: &str) -> StoreResult<Option<crate::receipts::SignedReceipt>>;
     /// Outbox events with sequence numbers after `after`, oldest first.
-    fn outbox_after(&self, after: u64, limit: usize) -> StoreResult<Vec<(u64, OutboxEvent)>>;
+    async fn outbox_after(&self, after: u64, limit: usize) -> StoreResult<Vec<(u64, OutboxEvent)>>;
 }

@@ -107,6 +107,7 @@ pub async fn create(
             .meta("groupId", group.id.clone()),
         "POST /api/admin/groups",
     )
+    .await
     .build();
     let group = app.store.create_group(group, audit).await?;
     Ok((StatusCode::CREATED, ok(GroupView::from(&group))))
@@ -127,7 +128,7 @@ pub async fn update(
     Path(id): Path<String>,
     AdminJson(body): AdminJson<UpdateGroup>,
 ) -> Result<Json<Value>, AdminError> {
-    let mut group = app.store.get_group(&id)?.ok_or_else(|| AdminError::not_found(format!("group {id} not found")))?;
+    let mut group = app.store.get_group(&id).await?.ok_or_else(|| AdminError::not_found(format!("group {id} not found")))?;
     if let Some(name) = &body.name {
         group.name = text_field("name", name, 200, true)?;
     }
@@ -152,7 +153,7 @@ pub async fn update(
         audit =
             audit.meta("policyName", group.default_policy.clone().unwrap_or_default()).meta("setAsActive", group.default_policy.is_some());
     }
-    let audit = actor_audit(&app, &ctx, audit, "PUT /api/admin/groups/{id}").build();
+    let audit = actor_audit(&app, &ctx, audit, "PUT /api/admin/groups/{id}").await.build();
     let group = app.store.update_group(group, audit).await?;
     Ok(ok(GroupView::from(&group)))
 }
@@ -192,6 +193,7 @@ pub async fn add_member(
             .meta("targetUserId", body.user_id.clone()),
         "POST /api/admin/groups/{id}/members",
     )
+    .await
     .build();
     app.store.add_member(&id, &body.user_id, audit).await?;
     Ok((StatusCode::CREATED, ok(Membership { group_id: id, user_id: body.user_id, removed: None })))
@@ -220,6 +222,7 @@ pub async fn remove_member(
             .meta("targetUserId", user_id.clone()),
         "DELETE /api/admin/groups/{id}/members/{userId}",
     )
+    .await
     .build();
     app.store.remove_member(&id, &user_id, audit).await?;
     Ok(ok(Membership { group_id: id, user_id, removed: Some(true) }))

@@ -157,7 +157,7 @@ fn check_list(name: &str, list: &Option<Vec<String>>) -> Result<(), AdminError> 
 }
 
 /// Apply options onto a record, validating them.
-fn apply(app: &AppState, key: &mut ApiKeyRecord, o: KeyOptions) -> Result<(), AdminError> {
+async fn apply(app: &AppState, key: &mut ApiKeyRecord, o: KeyOptions) -> Result<(), AdminError> {
     if let Some(name) = o.name {
         key.name = text_field("name", &name, 200, false)?;
     }
@@ -165,7 +165,7 @@ fn apply(app: &AppState, key: &mut ApiKeyRecord, o: KeyOptions) -> Result<(), Ad
         key.admin = admin;
     }
     if let Some(gid) = o.group_id {
-        if app.store.get_group(&gid)?.is_none() {
+        if app.store.get_group(&gid).await?.is_none() {
             return Err(AdminError::validation(format!("`groupId`: group {gid} does not exist")));
         }
         key.group_id = Some(gid);
@@ -244,12 +244,12 @@ pub async fn create(
     Admin(ctx): Admin,
     AdminJson(body): AdminJson<CreateKey>,
 ) -> Result<(StatusCode, Json<Value>), AdminError> {
-    if app.store.get_user(&body.user_id)?.is_none() {
+    if app.store.get_user(&body.user_id).await?.is_none() {
         return Err(AdminError::validation(format!("`userId`: user {} does not exist", body.user_id)));
     }
     let secret = ApiKeySecret::generate();
     let mut key = new_key(&body.user_id, &secret);
-    apply(&app, &mut key, body.options)?;
+    apply(&app, &mut key, body.options).await?;
     let audit = actor_audit(
         &app,
         &ctx,
@@ -260,6 +260,7 @@ pub async fn create(
             .meta("admin", key.admin),
         "POST /api/admin/keys",
     )
+    .await
     .build();
     let key = app.store.create_key(key, audit).await?;
     Ok((
@@ -271,7 +272,7 @@ pub async fn create(
 /// `GET /api/admin/keys`.
 #[utoipa::path(get, path = "/api/admin/keys", tag = "admin", responses((status = 200, description = "Every key (prefix only, never the secret)", body = Success<Vec<KeyView>>)))]
 pub async fn list(State(app): State<AppState>, Admin(_): Admin) -> Result<Json<Value>, AdminError> {
-    let keys = app.store.list_keys()?;
+    let keys = app.store.list_keys().await?;
     Ok(ok(keys.iter().map(KeyView::from).collect::<Vec<_>>()))
 }
 
@@ -281,7 +282,7 @@ pub async fn list(State(app): State<AppState>, Admin(_): Admin) -> Result<Json<V
     responses((status = 200, description = "The key", body = Success<KeyView>), (status = 404, description = "No such key", body = NestedError))
 )]
 pub async fn get(State(app): State<AppState>, Admin(_): Admin, Path(id): Path<String>) -> Result<Json<Value>, AdminError> {
-    let key = app.store.get_key(&id)?.ok_or_else(|| AdminError::not_found(format!("key {id} not found")))?;
+    let key = app.store.get_key(&id).await?.ok_or_else(|| AdminError::not_found(format!("key {id} not found")))?;
     Ok(ok(KeyView::from(&key)))
 }
 
@@ -300,9 +301,9 @@ pub async fn update(
     Path(id): Path<String>,
     AdminJson(body): AdminJson<KeyOptions>,
 ) -> Result<Json<Value>, AdminError> {
-    let mut key = app.store.get_key(&id)?.ok_or_else(|| AdminError::not_found(format!("key {id} not found")))?;
+    let mut key = app.store.get_key(&id).await?.ok_or_else(|| AdminError::not_found(format!("key {id} not found")))?;
     let policy = body.default_policy.clone();
-    apply(&app, &mut key, body)?;
+    apply(&app, &mut key, body).await?;
     let mut audit = match &policy {
         Some(p) => Audit::new(kind::POLICY_MANAGEMENT, category::DATA_PROTECTION, format!("Default policy of API key {id} set to {p}"))
             .meta("policyName", p.clone())
@@ -310,7 +311,7 @@ pub async fn update(
         None => Audit::new(kind::API_KEY_MANAGEMENT, category::ACCESS_CONTROL, format!("API key {id} updated")),
     };
     audit = audit.meta("operation", "update_api_key").meta("targetKeyId", id.clone());
-    let audit = actor_audit(&app, &ctx, audit, "PUT /api/admin/keys/{id}").build();
+    let audit = actor_audit(&app, &ctx, audit, "PUT /api/admin/keys/{id}").await.build();
     let key = app.store.update_key(key, audit).await?;
     Ok(ok(KeyView::from(&key)))
 }
@@ -333,6 +334,7 @@ pub async fn revoke(State(app): State<AppState>, Admin(ctx): Admin, Path(id): Pa
             .meta("targetKeyId", id.clone()),
         "POST /api/admin/keys/{id}/revoke",
     )
+    .await
     .build();
     let key = app.store.revoke_key(&id, audit).await?;
     Ok(ok(KeyView::from(&key)))

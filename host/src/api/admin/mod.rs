@@ -24,10 +24,11 @@ pub fn ok<T: Serialize>(data: T) -> Json<Value> {
 }
 
 /// The acting user for audit records, with the key that acted and the route.
-pub fn actor_audit(app: &AppState, ctx: &AuthContext, audit: Audit, endpoint: &str) -> Audit {
+pub async fn actor_audit(app: &AppState, ctx: &AuthContext, audit: Audit, endpoint: &str) -> Audit {
     let user = app
         .store
         .get_user(&ctx.key.user_id)
+        .await
         .ok()
         .flatten()
         .map(|u| AuditUser::from(&u))

@@ -20,7 +20,7 @@ use crate::error::AdminError;
                body = crate::api::schema::Success<crate::api::schema::JsonObject>))
 )]
 pub async fn usage(State(app): State<AppState>, Admin(_): Admin) -> Result<Json<Value>, AdminError> {
-    let (users, keys) = app.store.usage_totals()?;
+    let (users, keys) = app.store.usage_totals().await?;
     let row = |(id, t): &(String, gatehouse_store::records::UsageTotals)| {
         json!({
             "id": id,
@@ -77,7 +77,7 @@ pub async fn events(
     let mut after = q.after;
     // Filtering by type may skip many rows; read in pages until the page is full.
     loop {
-        let page = app.store.outbox_after(after, 1000)?;
+        let page = app.store.outbox_after(after, 1000).await?;
         let Some((last, _)) = page.last() else { break };
         after = *last;
         for (seq, ev) in page {

@@ -75,6 +75,7 @@ pub async fn create(
             .meta("targetUserId", user.id.clone()),
         "POST /api/admin/users",
     )
+    .await
     .build();
     let user = app.store.create_user(user, audit).await?;
     Ok((StatusCode::CREATED, ok(UserView::from(&user))))
@@ -83,7 +84,7 @@ pub async fn create(
 /// `GET /api/admin/users`.
 #[utoipa::path(get, path = "/api/admin/users", tag = "admin", responses((status = 200, description = "Every user", body = Success<Vec<UserView>>)))]
 pub async fn list(State(app): State<AppState>, Admin(_): Admin) -> Result<Json<Value>, AdminError> {
-    let users = app.store.list_users()?;
+    let users = app.store.list_users().await?;
     Ok(ok(users.iter().map(UserView::from).collect::<Vec<_>>()))
 }
 
@@ -96,6 +97,6 @@ pub async fn list(State(app): State<AppState>, Admin(_): Admin) -> Result<Json<V
     )
 )]
 pub async fn get(State(app): State<AppState>, Admin(_): Admin, Path(id): Path<String>) -> Result<Json<Value>, AdminError> {
-    let user = app.store.get_user(&id)?.ok_or_else(|| AdminError::not_found(format!("user {id} not found")))?;
+    let user = app.store.get_user(&id).await?.ok_or_else(|| AdminError::not_found(format!("user {id} not found")))?;
     Ok(ok(UserView::from(&user)))
 }

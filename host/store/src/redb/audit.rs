@@ -501,7 +501,7 @@ mod tests {
     #[tokio::test]
     async fn an_intact_chain_verifies() {
         let (_d, store) = store_with(20).await;
-        let r = store.verify_audit_chain().expect("verify");
+        let r = store.verify_audit_chain().await.expect("verify");
         assert!(r.ok, "{r:?}");
         assert_eq!(r.records, 20);
         assert_eq!(markers(&store), 0, "a chain that starts in format 2 needs no marker");
@@ -514,7 +514,7 @@ mod tests {
         // Scores that the decode/encode round trip moves by one ULP (the report saw one in 13).
         let scores: Vec<f32> = (0..200).map(|i| 0.5 + (i as f32) * 0.002_345_67).collect();
         store.append_audit(scores.iter().map(|s| blocked(*s)).collect()).await.expect("append");
-        let r = store.verify_audit_chain().expect("verify");
+        let r = store.verify_audit_chain().await.expect("verify");
         assert!(r.ok, "{r:?}");
         assert_eq!(r.breaks, 0);
     }
@@ -525,12 +525,12 @@ mod tests {
         let store = RedbStore::open(dir.path(), false).expect("open");
         let scores: Vec<f32> = (0..60).map(|i| 0.5 + (i as f32) * 0.007_891_3).collect();
         write_format_1(&store, &scores.iter().map(|s| blocked(*s)).collect::<Vec<_>>());
-        let r = store.verify_audit_chain().expect("verify");
+        let r = store.verify_audit_chain().await.expect("verify");
         assert!(r.ok, "format-1 records reported broken: {r:?}");
         store.append_audit(vec![entry(1), entry(2)]).await.expect("append");
         store.append_audit(vec![entry(3)]).await.expect("append");
         assert_eq!(markers(&store), 1, "one marker, before the first format-2 record");
-        let r = store.verify_audit_chain().expect("verify");
+        let r = store.verify_audit_chain().await.expect("verify");
         assert!(r.ok, "{r:?}");
         assert_eq!(r.records, 60 + 1 + 3);
     }
@@ -539,7 +539,7 @@ mod tests {
     async fn an_edited_record_is_the_first_break() {
         let (_d, store) = store_with(10).await;
         let id = tamper(&store, 4, false, |r| r.description = "nothing happened".into());
-        let r = store.verify_audit_chain().expect("verify");
+        let r = store.verify_audit_chain().await.expect("verify");
         assert!(!r.ok);
         assert_eq!(r.first_break.as_deref(), Some(id.as_str()));
         assert!(r.detail.expect("detail").contains("edited"));
@@ -550,7 +550,7 @@ mod tests {
         let (_d, store) = store_with(10).await;
         let first = tamper(&store, 2, false, |r| r.description = "nothing happened".into());
         let second = tamper(&store, 7, false, |r| r.outcome = "failure".into());
-        let r = store.verify_audit_chain().expect("verify");
+        let r = store.verify_audit_chain().await.expect("verify");
         assert_eq!(r.breaks, 2, "{r:?}");
         let ids: Vec<&str> = r.broken.iter().map(|b| b.id.as_str()).collect();
         assert_eq!(ids, [first.as_str(), second.as_str()]);
@@ -561,7 +561,7 @@ mod tests {
     async fn a_recomputed_hash_breaks_the_next_link() {
         let (_d, store) = store_with(10).await;
         tamper(&store, 4, true, |r| r.description = "nothing happened".into());
-        let r = store.verify_audit_chain().expect("verify");
+        let r = store.verify_audit_chain().await.expect("verify");
         assert!(!r.ok);
         assert!(r.detail.expect("detail").contains("prev_hash"));
     }
@@ -570,7 +570,7 @@ mod tests {
     async fn a_format_1_record_after_the_marker_is_a_break() {
         let (_d, store) = store_with(3).await;
         write_format_1(&store, &[entry(9)]);
-        let r = store.verify_audit_chain().expect("verify");
+        let r = store.verify_audit_chain().await.expect("verify");
         assert!(!r.ok);
         assert!(r.detail.expect("detail").contains("format 1 after format 2"));
     }
@@ -585,7 +585,7 @@ mod tests {
             t.remove(last).expect("remove");
         }
         txn.commit().expect("commit");
-        let r = store.verify_audit_chain().expect("verify");
+        let r = store.verify_audit_chain().await.expect("verify");
         assert!(!r.ok);
     }
 
@@ -627,14 +627,14 @@ mod tests {
                 write_format_1(&store, &old);
             }
             rt.block_on(store.append_audit(new.clone())).expect("append");
-            let r = store.verify_audit_chain().expect("verify");
+            let r = rt.block_on(store.verify_audit_chain()).expect("verify");
             prop_assert!(r.ok, "{:?}", r);
             let total = old.len() + usize::from(!old.is_empty()) + new.len();
             prop_assert_eq!(r.records, total as u64);
 
             let nth = at.index(total);
             let id = tamper(&store, nth, false, |r| r.description.push('!'));
-            let r = store.verify_audit_chain().expect("verify");
+            let r = rt.block_on(store.verify_audit_chain()).expect("verify");
             prop_assert_eq!(r.breaks, 1, "{:?}", r);
             prop_assert_eq!(r.first_break.as_deref(), Some(id.as_str()));
             prop_assert_eq!(r.broken[0].position, nth as u64 + 1);

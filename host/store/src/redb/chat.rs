@@ -343,11 +343,11 @@ mod tests {
         }
         assert_eq!((removed, steps), (4, 4), "the fourth step finds the end");
         for (scope, _) in &rows {
-            let kept = store.idempotency_get(scope).expect("get").is_some();
+            let kept = store.idempotency_get(scope).await.expect("get").is_some();
             assert_eq!(kept, ["k1/b-live", "k1/d-leased"].contains(scope), "{scope}");
         }
         // The unreadable row is gone too (reading it would have failed).
-        assert!(store.idempotency_get("k1/f-unreadable").expect("read").is_none());
+        assert!(store.idempotency_get("k1/f-unreadable").await.expect("read").is_none());
     }
 
     #[tokio::test]
@@ -370,7 +370,7 @@ mod tests {
         assert_eq!(store.idempotency_claim("k1/x", record(3600, in_flight(30))).await.expect("claim"), Claim::Claimed);
         let removed = store.writer.write(move |txn| idempotency_remove_not_live(txn, &found, Utc::now())).await.expect("remove");
         assert_eq!(removed, 0);
-        assert!(store.idempotency_get("k1/x").expect("get").is_some_and(|r| r.is_live(Utc::now())));
+        assert!(store.idempotency_get("k1/x").await.expect("get").is_some_and(|r| r.is_live(Utc::now())));
     }
 
     async fn put(store: &RedbStore, sealed: Sealed) {
@@ -395,16 +395,16 @@ mod tests {
         }
         let expected = signer.sign_batch(numbered(5));
         for (i, signed) in expected.iter().enumerate() {
-            let served = store.receipt(&format!("arcpt_{i}")).expect("read").expect("stored");
+            let served = store.receipt(&format!("arcpt_{i}")).await.expect("read").expect("stored");
             assert!(crate::receipts::verify(&pk, &served), "batch of 5, leaf {i}");
             assert_eq!(served.batch.as_ref().map(|b| b.path.len()), signed.batch.as_ref().map(|b| b.path.len()));
         }
         for id in ["brcpt_0", "brcpt_1", "crcpt_0"] {
-            let served = store.receipt(id).expect("read").expect("stored");
+            let served = store.receipt(id).await.expect("read").expect("stored");
             assert!(crate::receipts::verify(&pk, &served), "{id}");
         }
-        assert!(store.receipt("crcpt_0").expect("read").expect("stored").batch.is_none(), "alone: signed directly");
-        assert!(store.receipt("rcpt_missing").expect("read").is_none());
+        assert!(store.receipt("crcpt_0").await.expect("read").expect("stored").batch.is_none(), "alone: signed directly");
+        assert!(store.receipt("rcpt_missing").await.expect("read").is_none());
 
         // Two batches, each stored once; a batched row carries no signature or path.
         let txn = store.db.get().expect("db").begin_read().expect("read");
@@ -437,7 +437,7 @@ mod tests {
             .await
             .expect("insert");
         for r in &old {
-            let served = store.receipt(&r.receipt.bundle_id).expect("read").expect("stored");
+            let served = store.receipt(&r.receipt.bundle_id).await.expect("read").expect("stored");
             assert_eq!(&served, r);
             assert!(crate::receipts::verify(&signer.public_key(), &served));
         }
@@ -465,7 +465,7 @@ mod tests {
             .await
             .expect("insert");
         for (id, what) in [("far", "no such leaf"), ("orphan", "batch is missing"), ("unsigned", "no signature")] {
-            let err = store.receipt(id).expect_err(id).to_string();
+            let err = store.receipt(id).await.expect_err(id).to_string();
             assert!(err.contains(what), "{id}: {err}");
         }
     }

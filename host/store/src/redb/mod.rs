@@ -155,11 +155,11 @@ impl Store for RedbStore {
             .await
     }
 
-    fn get_user(&self, id: &str) -> StoreResult<Option<User>> {
+    async fn get_user(&self, id: &str) -> StoreResult<Option<User>> {
         self.read_json(USERS, id)
     }
 
-    fn list_users(&self) -> StoreResult<Vec<User>> {
+    async fn list_users(&self) -> StoreResult<Vec<User>> {
         self.read_all(USERS)
     }
 
@@ -189,11 +189,11 @@ impl Store for RedbStore {
             .await
     }
 
-    fn get_group(&self, id: &str) -> StoreResult<Option<Group>> {
+    async fn get_group(&self, id: &str) -> StoreResult<Option<Group>> {
         self.read_json(GROUPS, id)
     }
 
-    fn list_groups(&self) -> StoreResult<Vec<(Group, Vec<String>)>> {
+    async fn list_groups(&self) -> StoreResult<Vec<(Group, Vec<String>)>> {
         let txn = self.db.get()?.begin_read().map_err(backend)?;
         let groups = txn.open_table(GROUPS).map_err(backend)?;
         let members = txn.open_table(MEMBERS).map_err(backend)?;
@@ -316,11 +316,11 @@ impl Store for RedbStore {
         revoked
     }
 
-    fn get_key(&self, id: &str) -> StoreResult<Option<ApiKeyRecord>> {
+    async fn get_key(&self, id: &str) -> StoreResult<Option<ApiKeyRecord>> {
         self.read_json(KEYS, id)
     }
 
-    fn find_key_by_hash(&self, hash: &KeyHash) -> StoreResult<Option<Arc<ApiKeyRecord>>> {
+    async fn find_key_by_hash(&self, hash: &KeyHash) -> StoreResult<Option<Arc<ApiKeyRecord>>> {
         if let Some(hit) = self.keys.get(hash) {
             return Ok(Some(hit));
         }
@@ -343,23 +343,23 @@ impl Store for RedbStore {
         Ok(Some(record))
     }
 
-    fn list_keys(&self) -> StoreResult<Vec<ApiKeyRecord>> {
+    async fn list_keys(&self) -> StoreResult<Vec<ApiKeyRecord>> {
         self.read_all(KEYS)
     }
 
-    fn has_admin_key(&self) -> StoreResult<bool> {
-        Ok(self.list_keys()?.iter().any(|k| k.admin && !k.is_revoked()))
+    async fn has_admin_key(&self) -> StoreResult<bool> {
+        Ok(self.list_keys().await?.iter().any(|k| k.admin && !k.is_revoked()))
     }
 
     async fn append_audit(&self, entries: Vec<AuditEntry>) -> StoreResult<()> {
         self.writer.write(move |txn| audit::append(txn, &entries)).await
     }
 
-    fn audit_query(&self, q: &AuditQuery) -> StoreResult<(Vec<AuditRecord>, u64)> {
+    async fn audit_query(&self, q: &AuditQuery) -> StoreResult<(Vec<AuditRecord>, u64)> {
         audit::query(&*self.db.get()?, q)
     }
 
-    fn verify_audit_chain(&self) -> StoreResult<ChainReport> {
+    async fn verify_audit_chain(&self) -> StoreResult<ChainReport> {
         audit::verify(&*self.db.get()?)
     }
 
@@ -377,11 +377,11 @@ impl Store for RedbStore {
         chat::quota_counts(&*self.db.get()?, key_id, windows)
     }
 
-    fn usage_totals(&self) -> StoreResult<(crate::UsageRows, crate::UsageRows)> {
+    async fn usage_totals(&self) -> StoreResult<(crate::UsageRows, crate::UsageRows)> {
         chat::usage_totals(&*self.db.get()?)
     }
 
-    fn idempotency_get(&self, scope: &str) -> StoreResult<Option<IdempotencyRecord>> {
+    async fn idempotency_get(&self, scope: &str) -> StoreResult<Option<IdempotencyRecord>> {
         chat::idempotency_get(&*self.db.get()?, scope)
     }
 
@@ -411,11 +411,11 @@ impl Store for RedbStore {
         self.writer.write(move |txn| chat::enqueue(txn, &events, &audit)).await
     }
 
-    fn receipt(&self, bundle_id: &str) -> StoreResult<Option<crate::receipts::SignedReceipt>> {
+    async fn receipt(&self, bundle_id: &str) -> StoreResult<Option<crate::receipts::SignedReceipt>> {
         chat::receipt(&*self.db.get()?, bundle_id)
     }
 
-    fn outbox_after(&self, after: u64, limit: usize) -> StoreResult<Vec<(u64, OutboxEvent)>> {
+    async fn outbox_after(&self, after: u64, limit: usize) -> StoreResult<Vec<(u64, OutboxEvent)>> {
         chat::outbox_after(&*self.db.get()?, after, limit)
     }
 }

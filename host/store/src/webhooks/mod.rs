@@ -39,11 +39,11 @@ pub trait WebhookStore: Send + Sync + 'static {
     /// Create the tables (idempotent); called once at start-up.
     async fn prepare_webhooks(&self) -> StoreResult<()>;
 
-    fn list_endpoints(&self) -> StoreResult<Vec<Endpoint>>;
-    fn get_endpoint(&self, id: &str) -> StoreResult<Option<Endpoint>>;
+    async fn list_endpoints(&self) -> StoreResult<Vec<Endpoint>>;
+    async fn get_endpoint(&self, id: &str) -> StoreResult<Option<Endpoint>>;
     /// The current signing secret; read before every attempt, so a rotation
     /// applies to the next attempt.
-    fn endpoint_secret(&self, id: &str) -> StoreResult<Option<StoredSecret>>;
+    async fn endpoint_secret(&self, id: &str) -> StoreResult<Option<StoredSecret>>;
     /// Store a new endpoint; its cursor starts at the end of the outbox (it
     /// receives events committed after it).
     async fn create_endpoint(&self, endpoint: Endpoint, secret: StoredSecret, audit: AuditEntry) -> StoreResult<Endpoint>;
@@ -59,19 +59,19 @@ pub trait WebhookStore: Send + Sync + 'static {
     /// the endpoint is gone, `Conflict` if it is disabled.
     async fn queue_delivery(&self, delivery: Delivery, audit: AuditEntry) -> StoreResult<()>;
     /// Pending and finished deliveries, most recently updated first, without bodies.
-    fn recent_deliveries(&self, endpoint_id: &str, limit: usize) -> StoreResult<Vec<Delivery>>;
+    async fn recent_deliveries(&self, endpoint_id: &str, limit: usize) -> StoreResult<Vec<Delivery>>;
 
     /// The endpoint's outbox cursor (0 if it has none).
-    fn endpoint_cursor(&self, endpoint_id: &str) -> StoreResult<u64>;
+    async fn endpoint_cursor(&self, endpoint_id: &str) -> StoreResult<u64>;
     /// Up to `limit` pending deliveries of an endpoint due at `now`, oldest due first.
-    fn due_deliveries(&self, endpoint_id: &str, now: DateTime<Utc>, limit: usize) -> StoreResult<Due>;
+    async fn due_deliveries(&self, endpoint_id: &str, now: DateTime<Utc>, limit: usize) -> StoreResult<Due>;
     /// Endpoints with pending deliveries.
-    fn endpoints_with_pending(&self) -> StoreResult<Vec<String>>;
+    async fn endpoints_with_pending(&self) -> StoreResult<Vec<String>>;
     /// Deliveries waiting (`gatehouse_webhook_queue_depth`): outbox events an
     /// enabled endpoint's cursor has not passed yet (events it does not
     /// subscribe to are passed within a poll), plus scheduled retries and
     /// test deliveries of every endpoint.
-    fn queue_depth(&self) -> StoreResult<u64>;
+    async fn queue_depth(&self) -> StoreResult<u64>;
     /// In one commit: the outcomes of several attempts, and cursor moves
     /// (a cursor never moves back). The dispatcher batches both, so
     /// deliveries cost few commits of the shared writer.

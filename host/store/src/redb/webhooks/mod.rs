@@ -58,7 +58,7 @@ impl WebhookStore for RedbStore {
             .await
     }
 
-    fn list_endpoints(&self) -> StoreResult<Vec<Endpoint>> {
+    async fn list_endpoints(&self) -> StoreResult<Vec<Endpoint>> {
         self.wh_read(|txn| {
             let t = txn.open_table(ENDPOINTS).map_err(backend)?;
             let mut out = Vec::new();
@@ -70,7 +70,7 @@ impl WebhookStore for RedbStore {
         })
     }
 
-    fn get_endpoint(&self, id: &str) -> StoreResult<Option<Endpoint>> {
+    async fn get_endpoint(&self, id: &str) -> StoreResult<Option<Endpoint>> {
         self.wh_read(|txn| {
             let t = txn.open_table(ENDPOINTS).map_err(backend)?;
             let v = t.get(id).map_err(backend)?;
@@ -78,7 +78,7 @@ impl WebhookStore for RedbStore {
         })
     }
 
-    fn endpoint_secret(&self, id: &str) -> StoreResult<Option<StoredSecret>> {
+    async fn endpoint_secret(&self, id: &str) -> StoreResult<Option<StoredSecret>> {
         self.wh_read(|txn| {
             let t = txn.open_table(SECRETS).map_err(backend)?;
             let v = t.get(id).map_err(backend)?;
@@ -196,7 +196,7 @@ impl WebhookStore for RedbStore {
             .await
     }
 
-    fn recent_deliveries(&self, endpoint_id: &str, limit: usize) -> StoreResult<Vec<Delivery>> {
+    async fn recent_deliveries(&self, endpoint_id: &str, limit: usize) -> StoreResult<Vec<Delivery>> {
         self.wh_read(|txn| {
             let rows = txn.open_table(DELIVERIES).map_err(backend)?;
             let queue = txn.open_table(QUEUE).map_err(backend)?;
@@ -222,7 +222,7 @@ impl WebhookStore for RedbStore {
         })
     }
 
-    fn queue_depth(&self) -> StoreResult<u64> {
+    async fn queue_depth(&self) -> StoreResult<u64> {
         self.wh_read(|txn| {
             let head = txn.open_table(OUTBOX).map_err(backend)?.last().map_err(backend)?.map(|(k, _)| k.value()).unwrap_or(0);
             let cursors = enabled_cursors(&txn.open_table(ENDPOINTS).map_err(backend)?, &txn.open_table(CURSORS).map_err(backend)?)?;
@@ -231,14 +231,14 @@ impl WebhookStore for RedbStore {
         })
     }
 
-    fn endpoint_cursor(&self, endpoint_id: &str) -> StoreResult<u64> {
+    async fn endpoint_cursor(&self, endpoint_id: &str) -> StoreResult<u64> {
         self.wh_read(|txn| {
             let t = txn.open_table(CURSORS).map_err(backend)?;
             Ok(t.get(endpoint_id).map_err(backend)?.map(|v| v.value()).unwrap_or(0))
         })
     }
 
-    fn due_deliveries(&self, endpoint_id: &str, now: DateTime<Utc>, limit: usize) -> StoreResult<Due> {
+    async fn due_deliveries(&self, endpoint_id: &str, now: DateTime<Utc>, limit: usize) -> StoreResult<Due> {
         self.wh_read(|txn| {
             let q = txn.open_table(QUEUE).map_err(backend)?;
             let rows = txn.open_table(DELIVERIES).map_err(backend)?;
@@ -264,7 +264,7 @@ impl WebhookStore for RedbStore {
         })
     }
 
-    fn endpoints_with_pending(&self) -> StoreResult<Vec<String>> {
+    async fn endpoints_with_pending(&self) -> StoreResult<Vec<String>> {
         self.wh_read(|txn| {
             let q = txn.open_table(QUEUE).map_err(backend)?;
             let mut out: Vec<String> = Vec::new();
