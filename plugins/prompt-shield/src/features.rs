@@ -2,8 +2,8 @@
 //! of the normalised text, plus a few dense hand features (obfuscation counts
 //! and phrase evidence that n-grams see only locally).
 //!
-//! Pure `std`; compiled into `build.rs` too, so training and detection hash
-//! exactly the same way.
+//! Pure `std`; the trainer (`examples/train`) calls these very functions, so
+//! training and detection hash exactly the same way.
 //!
 //! An n-gram is attributed to the character position where it starts. The
 //! detector sums weights per position once and then scores the whole text and
@@ -494,9 +494,7 @@ pub fn is_persona(hand: &[f32; HAND]) -> bool {
     hand[7] > 0.0
 }
 
-// A path, not the default, so build.rs (which includes this file by path) resolves it the same way.
 #[cfg(test)]
-#[path = "features/reference.rs"]
 mod reference;
 
 #[cfg(test)]
