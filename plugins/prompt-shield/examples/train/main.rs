@@ -6,7 +6,8 @@
 //! Reads the labelled set `data/*.jsonl` (`{"text", "label", "source",
 //! "group"}`), featurises every text exactly as the detector does (it calls
 //! the crate's own normaliser, decoder and featuriser), fits an
-//! L2-regularised logistic regression with AdaGrad and writes the weights in
+//! L2-regularised logistic regression with AdaGrad on eight orders of the
+//! examples, averages the eight weight vectors and writes the result in
 //! the format `model.rs` reads (`model/README.md`). Deterministic: same data
 //! and sources, same bytes (IEEE arithmetic does not depend on the
 //! optimisation level). Training runs here rather than in `build.rs` so that
@@ -14,7 +15,7 @@
 //! fails when an input changed and the model was not retrained.
 //!
 //! The constants below may be overridden from the environment (`PS_LAMBDA`,
-//! `PS_EPOCHS`, `PS_WNEG`, `PS_BIAS0`) for experiments; such a model is
+//! `PS_EPOCHS`, `PS_WNEG`, `PS_BIAS0`, `PS_BAGS`) for experiments; such a model is
 //! written only to an explicit `--out` path, never over the committed one.
 
 mod inputs;
@@ -99,14 +100,19 @@ struct Knobs {
     /// scored as an attack. Fixed below zero, unknown text is benign until
     /// its n-grams say otherwise.
     bias0: f32,
+    /// Models trained on different orders of the examples, whose weights are
+    /// averaged: one linear model (no cost at run time) with less of the
+    /// noise that one order of stochastic gradient steps leaves (validation
+    /// split: recall at FPR 0.005-0.03 up by about 0.03 with 8).
+    bags: usize,
 }
 
-fn train(examples: &[Example], k: &Knobs) -> Vec<f32> {
+fn train(examples: &[Example], k: &Knobs, seed: u64) -> Vec<f32> {
     let mut w = vec![0.0f32; DIM];
     let mut g2 = vec![1e-6f32; DIM];
     let lr = 0.5f32;
     let mut order: Vec<usize> = (0..examples.len()).collect();
-    let mut seed: u64 = 0x5eed;
+    let mut seed = seed;
     for _epoch in 0..k.epochs {
         // Fisher-Yates with a fixed LCG: deterministic.
         for i in (1..order.len()).rev() {
@@ -178,7 +184,8 @@ fn main() {
         lambda: knob("PS_LAMBDA", 1e-3, &mut overridden),
         epochs: knob("PS_EPOCHS", 14.0, &mut overridden) as usize,
         wneg: knob("PS_WNEG", 1.3, &mut overridden),
-        bias0: knob("PS_BIAS0", -3.0, &mut overridden),
+        bias0: knob("PS_BIAS0", -4.0, &mut overridden),
+        bags: knob("PS_BAGS", 8.0, &mut overridden) as usize,
     };
     if overridden && out_arg.is_none() {
         eprintln!("PS_* knobs are set: give --out PATH (the committed model, `{}`, uses the defaults)", inputs::RETRAIN);
@@ -211,7 +218,13 @@ fn main() {
         ex.weight = if ex.label > 0.5 { wp } else { wn };
     }
     let featurised = started.elapsed();
-    let w = train(&examples, &knobs);
+    let mut w = vec![0.0f32; DIM];
+    for bag in 0..knobs.bags.max(1) {
+        let seed = 0x5eed + 0x9e37_79b9 * bag as u64;
+        for (sum, x) in w.iter_mut().zip(train(&examples, &knobs, seed)) {
+            *sum += x / knobs.bags.max(1) as f32;
+        }
+    }
 
     let bytes = encode(&w, knobs.bias0, (pos, neg), &inputs::sha256(manifest.as_bytes()));
     let model_path = out_arg.clone().unwrap_or_else(|| root.join(inputs::MODEL));
