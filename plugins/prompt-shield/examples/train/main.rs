@@ -7,7 +7,8 @@
 //! "group"}`), featurises every text exactly as the detector does (it calls
 //! the crate's own normaliser, decoder and featuriser), fits an
 //! L2-regularised logistic regression with AdaGrad on eight orders of the
-//! examples, averages the eight weight vectors and writes the result in
+//! examples (each model the average of its second half of epochs), averages
+//! the eight weight vectors and writes the result in
 //! the format `model.rs` reads (`model/README.md`). Deterministic: same data
 //! and sources, same bytes (IEEE arithmetic does not depend on the
 //! optimisation level). Training runs here rather than in `build.rs` so that
@@ -15,7 +16,7 @@
 //! fails when an input changed and the model was not retrained.
 //!
 //! The constants below may be overridden from the environment (`PS_LAMBDA`,
-//! `PS_EPOCHS`, `PS_WNEG`, `PS_BIAS0`, `PS_BAGS`) for experiments; such a model is
+//! `PS_EPOCHS`, `PS_WNEG`, `PS_BIAS0`, `PS_BAGS`, `PS_TAIL_AVERAGE`) for experiments; such a model is
 //! written only to an explicit `--out` path, never over the committed one.
 
 mod inputs;
@@ -105,6 +106,9 @@ struct Knobs {
     /// noise that one order of stochastic gradient steps leaves (validation
     /// split: recall at FPR 0.005-0.03 up by about 0.03 with 8).
     bags: usize,
+    /// Each model's weights are the average over the epochs of the second
+    /// half rather than the last ones (Polyak averaging: the same noise, less).
+    tail_average: bool,
 }
 
 fn train(examples: &[Example], k: &Knobs, seed: u64) -> Vec<f32> {
@@ -113,7 +117,11 @@ fn train(examples: &[Example], k: &Knobs, seed: u64) -> Vec<f32> {
     let lr = 0.5f32;
     let mut order: Vec<usize> = (0..examples.len()).collect();
     let mut seed = seed;
-    for _epoch in 0..k.epochs {
+    // The average of the weights after each epoch of the second half
+    // (Polyak averaging), when `k.tail_average`.
+    let mut avg = vec![0.0f32; DIM];
+    let mut averaged = 0.0f32;
+    for epoch in 0..k.epochs {
         // Fisher-Yates with a fixed LCG: deterministic.
         for i in (1..order.len()).rev() {
             seed = seed.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1_442_695_040_888_963_407);
@@ -144,6 +152,14 @@ fn train(examples: &[Example], k: &Knobs, seed: u64) -> Vec<f32> {
                 }
             }
         }
+        if k.tail_average && epoch >= k.epochs / 2 {
+            avg.iter_mut().zip(&w).for_each(|(a, x)| *a += x);
+            averaged += 1.0;
+        }
+    }
+    if averaged > 0.0 {
+        avg.iter_mut().for_each(|a| *a /= averaged);
+        return avg;
     }
     w
 }
@@ -186,6 +202,7 @@ fn main() {
         wneg: knob("PS_WNEG", 1.3, &mut overridden),
         bias0: knob("PS_BIAS0", -4.0, &mut overridden),
         bags: knob("PS_BAGS", 8.0, &mut overridden) as usize,
+        tail_average: knob("PS_TAIL_AVERAGE", 1.0, &mut overridden) > 0.0,
     };
     if overridden && out_arg.is_none() {
         eprintln!("PS_* knobs are set: give --out PATH (the committed model, `{}`, uses the defaults)", inputs::RETRAIN);
