@@ -2,9 +2,10 @@
 //!
 //! `cargo run --release -p prompt-shield --example detection_report [-- --train]`
 //!
-//! The model compiled into the crate was trained by `build.rs` on the other
-//! split only (see `features::held_out`); `--train` reports on the training
-//! split instead, to show the gap. Per strictness it prints precision, recall,
+//! The split is `features::held_out`; the committed model is trained by
+//! `examples/train` on every group (`data/README.md`), so neither split is
+//! held out any more (`eval/heldout` is: `examples/heldout_report.rs`);
+//! `--train` reports on the other split. Per strictness it prints precision, recall,
 //! F1 and false-positive rate, counting a text as detected when the verdict is
 //! not `allow` (flag or block), and separately when it is `block`; then a
 //! breakdown per source, a threshold sweep and the best recall reachable at

@@ -1,7 +1,7 @@
 //! Prompt Shield on the held-out evaluation set (`eval/heldout/*.jsonl`), which
 //! shares no source with the training data in `data/` (see `eval/README.md`).
 //!
-//! `cargo run --release -p prompt-shield --example heldout_report [-- --split test|validation|all] [--errors N]`
+//! `cargo run --release -p prompt-shield --example heldout_report [-- --split test|validation|all] [--errors N] [--scores FILE]`
 //!
 //! Every text is judged exactly as the plugin's `inspect` judges a user
 //! message (`inspect_texts` at stage `input`, default config), once per
@@ -10,7 +10,8 @@
 //! length bucket, per source, the ROC-AUC of the score and the recall at FPR
 //! 0.01 / 0.02 / 0.05. `--split test` (the default) is the frozen split: choose
 //! thresholds on `validation`, never on `test`. `--errors N` lists the N
-//! highest-scoring benign texts and the N lowest-scoring attacks.
+//! highest-scoring benign texts and the N lowest-scoring attacks; `--scores FILE`
+//! writes every row's score as JSON lines (for error analysis).
 
 use std::collections::BTreeMap;
 
@@ -241,6 +242,17 @@ fn main() {
     println!("\nPer source (attack: recall; benign: FPR):");
     for ((label, s), c) in by_source.iter().rev() {
         println!("  {} {s:<20} {}", if *label { "attack" } else { "benign" }, c.line());
+    }
+
+    if let Some(path) = arg("--scores") {
+        let lines: Vec<String> = rows
+            .iter()
+            .map(|r| {
+                serde_json::json!({"text": r.text, "label": u8::from(r.label), "source": r.source, "kind": r.kind, "slice": r.slice, "score": r.score})
+                    .to_string()
+            })
+            .collect();
+        std::fs::write(&path, lines.join("\n") + "\n").unwrap_or_else(|e| panic!("{path}: {e}"));
     }
 
     if errors > 0 {

@@ -4,7 +4,7 @@
 //! readable text count; images, hashes and random ids decode to noise and
 //! are dropped.
 //!
-//! Pure `std` (also compiled into `build.rs`).
+//! Pure `std`.
 
 /// Shortest encoded run worth decoding (base64 of 12 bytes).
 const MIN_RUN: usize = 16;

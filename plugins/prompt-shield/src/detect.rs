@@ -61,8 +61,8 @@ pub struct Thresholds {
 
 /// Default thresholds per strictness, as operating points chosen on the
 /// validation split of `eval/heldout` (issue 31; never on its test split):
-/// - `balanced`: flag where the recall of the former model is kept (benign
-///   flag rate, FPR, 4.5 % on validation), block at an FPR of 0.5 %;
+/// - `balanced`: flag at a benign flag rate (FPR) of 2 % on validation,
+///   block at 0.5 %;
 /// - `strict`: recall first, flag at an FPR of 6 % on validation, block where
 ///   `balanced` blocks;
 /// - `monitor`: flags where `balanced` flags, never blocks.
@@ -89,8 +89,8 @@ pub fn default_thresholds(strictness: Strictness) -> Thresholds {
 ///
 /// Measured (flag counts as a false positive): 1 of the 159 benign texts
 /// (0.63 %, a crewai prompt that itself says "ignore all previous
-/// instructions") in every mode; 39.3 % of the held-out validation attacks
-/// are still flagged in a non-user role (84.8 % as user text under
+/// instructions") in every mode; 42.0 % of the held-out validation attacks
+/// are still flagged in a non-user role (76.4 % as user text under
 /// `balanced`). Every flag threshold from 0.30 to 0.95 flags that same one
 /// text; the lowest keeps the most recall. A non-user text is blocked where a
 /// user text is (never at a lower score). Strict and balanced are the same
@@ -105,19 +105,21 @@ pub fn context_thresholds(strictness: Strictness) -> Thresholds {
 /// See [`context_thresholds`].
 const CONTEXT: f32 = 0.30;
 
-/// `balanced` flags here: validation FPR 0.02. The point that keeps the
-/// recall of the model before issue 31 (0.2485, validation FPR 0.045) flagged
-/// ordinary requests such as "Summarise in one sentence why a gateway should
-/// add little latency." (0.27), and every flag costs an audit record and a
-/// webhook event: on the benchmark harness's prompt that was 30 % more CPU per
-/// request. Operators leave a shield on that seldom cries wolf; `strict` is
-/// the recall-first mode.
-const BALANCED_FLAG: f32 = 0.4750;
+/// `balanced` flags here: the lowest threshold at a validation FPR of at
+/// most 0.02 (0.019 there, recall 0.764; test split: 0.023, recall 0.727). A point
+/// that keeps the recall of the model before issue 31 (validation FPR 0.045
+/// with an earlier model) flagged ordinary requests such as "Summarise in one
+/// sentence why a gateway should add little latency.", and every flag costs
+/// an audit record and a webhook event: on the benchmark harness's prompt
+/// that was 30 % more CPU per request (a test keeps that prompt unflagged).
+/// Operators leave a shield on that seldom cries wolf; `strict` is the
+/// recall-first mode.
+const BALANCED_FLAG: f32 = 0.3850;
 /// `balanced` blocks here: validation FPR 0.005 (a refusal needs a confident
 /// score; flags are reported and let through).
-const BALANCED_BLOCK: f32 = 0.7541;
+const BALANCED_BLOCK: f32 = 0.7551;
 /// `strict` flags here: validation FPR 0.06.
-const STRICT_FLAG: f32 = 0.2178;
+const STRICT_FLAG: f32 = 0.1892;
 /// `strict` blocks where `balanced` does.
 const STRICT_BLOCK: f32 = BALANCED_BLOCK;
 
@@ -129,13 +131,14 @@ const STRICT_BLOCK: f32 = BALANCED_BLOCK;
 /// Prompt Shield among them) and the retriever's evaluation corpora
 /// (`plugins/retriever-local/eval/heldout`: the Debian FAQ, the Perl manual,
 /// PostgreSQL administration). There the highest benign knowledge-base
-/// passage scores 0.447 and every knowledge-base passage with an injected
-/// instruction at least 0.520; the threshold sits between the two, and
-/// removes 0 of 67 knowledge-base passages and 16 of 11,060 corpus passages
-/// (0.14 %; `tests/document_mode.rs`, `SHOW_SCORES=1`). On the validation
+/// passage scores 0.359 and every knowledge-base passage with an injected
+/// instruction at least 0.574; the threshold sits between the two, and
+/// removes 0 of 67 knowledge-base passages and 9 of 11,060 corpus passages
+/// (0.08 %; `tests/document_mode.rs`, `SHOW_SCORES=1`). On the validation
 /// split's benign documents, hard negatives, code and multilingual text
 /// (whole documents up to 6,000 characters, chosen for attack vocabulary)
-/// it removes 0.39 %. Flags keep the passage and follow the mode.
+/// it removes 0.26 %. Flags keep the passage and follow the mode (no
+/// knowledge-base passage reaches the `balanced` flag either).
 pub fn retrieved_thresholds(strictness: Strictness) -> Thresholds {
     let t = default_thresholds(strictness);
     match strictness {
@@ -305,6 +308,17 @@ mod tests {
             assert_ne!(act(benign, Strictness::Balanced), Action::Block, "{benign}");
             assert_ne!(act(benign, Strictness::Strict), Action::Block, "{benign}");
         }
+    }
+
+    #[test]
+    fn the_benchmark_harness_prompt_is_not_flagged() {
+        // Every flag costs an audit record and an event (30 % more CPU per
+        // request on the benchmark), so `balanced` must let the harness's
+        // ordinary request through without a flag; `strict` may flag it.
+        let prompt = "Summarise in one sentence why a gateway should add little latency.";
+        let d = decide(prompt, default_thresholds(Strictness::Balanced));
+        assert_eq!(d.action, Action::Allow, "{d:?}");
+        assert_eq!(act(prompt, Strictness::Monitor), Action::Allow);
     }
 
     #[test]

@@ -13,9 +13,10 @@
 //!    underscores for spaces, `i.g.n.o.r.e`); each payload is judged too.
 //! 3. [`model`] scores the normalised text with a logistic regression over
 //!    hashed character 3-5-grams, word 1-2-grams and a few hand features,
-//!    trained by `build.rs` from `data/*.jsonl` and compiled in as constants:
-//!    no training, no files and no expensive setup at run time, so a fresh
-//!    instance per call costs nothing extra. The whole text counts, and a
+//!    trained from `data/*.jsonl` by `examples/train` into the committed
+//!    file `model/shield.bin`, which is embedded at compile time and read in
+//!    place: no training, no files and no expensive setup at run time, so a
+//!    fresh instance per call costs nothing extra. The whole text counts, and a
 //!    256-character window only as far as it stands out from the number of
 //!    windows (`model::combine`), so a sentence buried in a long document is
 //!    not diluted and long benign documents are not flagged for their length.

@@ -1,4 +1,5 @@
-//! The linear model trained by `build.rs`, and how one text is scored with it.
+//! The linear model trained by `examples/train` (committed as
+//! `model/shield.bin`, embedded here), and how one text is scored with it.
 //!
 //! A text's logit is its hand-feature term plus the larger of: the whole
 //! text's n-gram term, and its best window of [`WINDOW`] characters (stride
@@ -17,11 +18,86 @@
 use crate::features::{self, BUCKETS, HAND};
 use crate::normalize::{Normalized, normalize};
 
-mod weights {
-    include!(concat!(env!("OUT_DIR"), "/weights.rs"));
+/// The committed model file and what it holds, read at compile time: no
+/// parsing, copying or allocation at run time, so a fresh instance per call
+/// costs nothing extra (the n-gram weights are read in place).
+pub mod file {
+    use super::{BUCKETS, HAND};
+
+    /// The file's first bytes.
+    pub const MAGIC: &[u8; 8] = b"PSHIELD1";
+    /// Bytes before the n-gram weights: magic, buckets, hand features,
+    /// attack and benign example counts (`u32`), scale and intercept
+    /// (`f32`), the inputs manifest's SHA-256, the hand weights (`f32`).
+    pub const HEADER: usize = 8 + 4 * 4 + 4 * 2 + 32 + 4 * HAND;
+
+    const BYTES: &[u8] = include_bytes!("../model/shield.bin");
+
+    const fn u32_at(at: usize) -> u32 {
+        if BYTES.len() < at + 4 {
+            return 0;
+        }
+        u32::from_le_bytes([BYTES[at], BYTES[at + 1], BYTES[at + 2], BYTES[at + 3]])
+    }
+
+    const fn f32_at(at: usize) -> f32 {
+        f32::from_bits(u32_at(at))
+    }
+
+    const fn magic_ok() -> bool {
+        let mut i = 0;
+        while i < MAGIC.len() {
+            if BYTES.len() <= i || BYTES[i] != MAGIC[i] {
+                return false;
+            }
+            i += 1;
+        }
+        true
+    }
+
+    /// Whether the file fits this featuriser (magic, dimensions, length).
+    /// A file that does not (the featuriser's dimensions changed and the
+    /// model was not retrained) scores every text 0, so the crate still
+    /// builds and the trainer can run; `tests/model_file.rs` fails on it.
+    pub const VALID: bool =
+        magic_ok() && u32_at(8) as usize == BUCKETS && u32_at(12) as usize == HAND && BYTES.len() == HEADER + 2 * BUCKETS;
+
+    /// Attack and benign examples the model was trained on.
+    pub const TRAIN_EXAMPLES: (usize, usize) = (u32_at(16) as usize, u32_at(20) as usize);
+    /// Dequantisation factor of the n-gram weights.
+    pub const SCALE: f32 = if VALID { f32_at(24) } else { 0.0 };
+    /// Intercept of the logistic model.
+    pub const BIAS: f32 = if VALID { f32_at(28) } else { -40.0 };
+    /// SHA-256 of the inputs manifest (`model/shield.inputs`) the model was trained from.
+    pub const INPUTS_SHA256: [u8; 32] = {
+        let mut out = [0u8; 32];
+        let mut i = 0;
+        while i < 32 && BYTES.len() >= 64 {
+            out[i] = BYTES[32 + i];
+            i += 1;
+        }
+        out
+    };
+    /// Weights of the hand features.
+    pub const HAND_WEIGHTS: [f32; HAND] = {
+        let mut out = [0.0f32; HAND];
+        let mut i = 0;
+        while VALID && i < HAND {
+            out[i] = f32_at(64 + 4 * i);
+            i += 1;
+        }
+        out
+    };
+
+    /// The quantised n-gram weights, `i16` little-endian per bucket (all
+    /// zero when the file is not [`VALID`]).
+    pub static WEIGHTS: &[u8; 2 * BUCKETS] = match BYTES.split_at(if VALID { HEADER } else { 0 }).1.first_chunk::<{ 2 * BUCKETS }>() {
+        Some(w) if VALID => w,
+        _ => &[0; 2 * BUCKETS],
+    };
 }
 
-pub use weights::TRAIN_EXAMPLES;
+pub use file::TRAIN_EXAMPLES;
 
 /// Window length in normalised characters (a multiple of [`STRIDE`]).
 pub const WINDOW: usize = 256;
@@ -41,7 +117,8 @@ pub struct TextScore {
 }
 
 fn weight(bucket: usize) -> f32 {
-    f32::from(weights::WEIGHTS[bucket % BUCKETS]) * weights::SCALE
+    let i = 2 * (bucket % BUCKETS);
+    f32::from(i16::from_le_bytes([file::WEIGHTS[i], file::WEIGHTS[i + 1]])) * file::SCALE
 }
 
 fn sigmoid(z: f32) -> f32 {
@@ -68,8 +145,8 @@ pub struct Parts {
 
 /// The n-gram terms of the whole text and of its windows.
 pub fn parts(norm: &Normalized, hand: &[f32; HAND]) -> Parts {
-    let mut z_hand = weights::BIAS;
-    for (h, w) in hand.iter().zip(weights::HAND_WEIGHTS.iter()) {
+    let mut z_hand = file::BIAS;
+    for (h, w) in hand.iter().zip(file::HAND_WEIGHTS.iter()) {
         z_hand += h * w;
     }
     let n = norm.chars.len();

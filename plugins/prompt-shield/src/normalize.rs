@@ -1,8 +1,8 @@
 //! Text normaliser: undoes the cheap tricks attackers use to slip past
 //! keyword and n-gram detectors, and counts how often each trick was seen.
 //!
-//! Pure `std`, no Unicode tables beyond what `std` already carries (lowercase):
-//! this file is also compiled into `build.rs`, so training and detection see
+//! Pure `std`, no Unicode tables beyond what `std` already carries (lowercase);
+//! the trainer (`examples/train`) calls it too, so training and detection see
 //! exactly the same text.
 //!
 //! Steps, in order:
@@ -532,9 +532,7 @@ fn join_and_squeeze(chars: &mut Vec<char>, tricks: &mut Tricks) {
     chars.truncate(len);
 }
 
-// A path, not the default, so build.rs (which includes this file by path) resolves it the same way.
 #[cfg(test)]
-#[path = "normalize/reference.rs"]
 mod reference;
 
 #[cfg(test)]

@@ -6,7 +6,7 @@
 //! is scored beside the text, never instead of it, so a benign text that
 //! happens to trigger one keeps its own score.
 //!
-//! Pure `std` (also compiled into `build.rs`).
+//! Pure `std`.
 
 /// Short English function words: a text written backwards holds them
 /// reversed ("eht", "dna", "uoy").

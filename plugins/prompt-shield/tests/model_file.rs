@@ -1,0 +1,52 @@
+//! The committed model (`model/shield.bin`) was trained on the inputs as they
+//! are now: every training file and every featuriser source hashes to what
+//! `model/shield.inputs` says, and the model file carries that manifest's
+//! SHA-256. A change to the data or the featuriser without retraining fails
+//! here with the command that retrains.
+
+#[path = "../examples/train/inputs.rs"]
+mod inputs;
+
+use std::path::Path;
+
+use prompt_shield::features::{BUCKETS, HAND};
+use prompt_shield::model::file;
+
+#[test]
+fn the_committed_model_was_trained_on_the_current_inputs() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let committed = std::fs::read_to_string(root.join(inputs::MANIFEST)).unwrap_or_default();
+    let now = inputs::manifest(root).expect("the model's inputs are readable");
+    let changed: Vec<&str> = now.lines().filter(|l| !committed.lines().any(|c| c == *l)).collect();
+    let gone: Vec<&str> = committed.lines().filter(|l| !now.lines().any(|c| c == *l)).collect();
+    assert!(
+        changed.is_empty() && gone.is_empty(),
+        "the model's inputs changed since it was trained; retrain with `{}` and commit model/:\nnow:\n{}\nwhen trained:\n{}",
+        inputs::RETRAIN,
+        changed.join("\n"),
+        gone.join("\n")
+    );
+    assert_eq!(
+        inputs::sha256(committed.as_bytes()),
+        file::INPUTS_SHA256,
+        "model/shield.bin was not written with this manifest; retrain with `{}`",
+        inputs::RETRAIN
+    );
+}
+
+#[test]
+fn the_committed_model_fits_the_featuriser() {
+    let on_disk = std::fs::read(Path::new(env!("CARGO_MANIFEST_DIR")).join(inputs::MODEL)).expect("model/shield.bin");
+    let u32_at = |at: usize| on_disk.get(at..at + 4).map_or(0, |b| u32::from_le_bytes([b[0], b[1], b[2], b[3]]) as usize);
+    assert!(
+        on_disk.starts_with(file::MAGIC) && u32_at(8) == BUCKETS && u32_at(12) == HAND && on_disk.len() == file::HEADER + 2 * BUCKETS,
+        "model/shield.bin does not fit {BUCKETS} buckets and {HAND} hand features; retrain with `{}`",
+        inputs::RETRAIN
+    );
+    // What the crate embedded is that file (a file that does not fit embeds as scale 0).
+    assert_eq!(file::SCALE.to_le_bytes(), on_disk[24..28]);
+    assert_eq!(file::INPUTS_SHA256, on_disk[32..64]);
+    let (attacks, benign) = file::TRAIN_EXAMPLES;
+    assert!(attacks > 1000 && benign > 1000, "{attacks} attack and {benign} benign training examples");
+    assert!(file::SCALE > 0.0 && file::BIAS < 0.0 && file::HAND_WEIGHTS.iter().any(|w| *w != 0.0));
+}
