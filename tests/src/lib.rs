@@ -4,6 +4,7 @@
 pub mod kill_loop;
 pub mod mock_upstream;
 pub mod plugins;
+pub mod postgres;
 pub mod procfs;
 pub mod raw_http;
 pub mod server;
