@@ -263,9 +263,12 @@ impl Server {
     /// Create a user and a key with the given options (camelCase, as the admin API takes them).
     /// Returns (user id, key secret, key id).
     pub async fn create_key(&self, options: serde_json::Value) -> (String, String, String) {
+        // Emails are unique per server: one address per user this helper creates.
+        static USERS: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+        let n = USERS.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let user: serde_json::Value = self
             .admin(reqwest::Method::POST, "/api/admin/users")
-            .json(&serde_json::json!({"name": "test user", "email": "user@example.com"}))
+            .json(&serde_json::json!({"name": "test user", "email": format!("user{n}@example.com")}))
             .send()
             .await
             .expect("create user")

@@ -48,7 +48,7 @@ async fn groups_listing_defaults_sorting_search_status_and_members() {
     assert_eq!(names, ["Gamma", "beta", "Alpha"]);
     let gamma = &v["groups"][0];
     assert_eq!(gamma["userCount"], 1);
-    assert_eq!(gamma["users"][0]["email"], "user@example.com");
+    assert!(gamma["users"][0]["email"].as_str().is_some_and(|e| e.starts_with("user") && e.ends_with("@example.com")), "{gamma}");
     assert!(gamma["createdAt"].as_str().expect("ts").ends_with('Z'));
     assert_eq!(gamma["id"], ids[2].as_str());
 

@@ -141,7 +141,12 @@ fn limit_file_size(pid: u32, bytes: Option<u64>) {
 }
 
 async fn create_user(s: &Server, name: &str) -> (u16, Value) {
-    let r = s.admin(Method::POST, "/api/admin/users").json(&json!({"name": name, "email": "u@example.com"})).send().await.expect("send");
+    let r = s
+        .admin(Method::POST, "/api/admin/users")
+        .json(&json!({"name": name, "email": format!("{}@example.com", name.replace(" ", "-"))}))
+        .send()
+        .await
+        .expect("send");
     let st = r.status().as_u16();
     (st, r.json().await.unwrap_or(Value::Null))
 }

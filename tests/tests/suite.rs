@@ -13,6 +13,8 @@
 //! A new file in this folder must be added here (or to `tests/Cargo.toml`):
 //! `every_test_file_is_compiled` fails otherwise.
 
+#[path = "admin_api.rs"]
+mod admin_api;
 #[path = "admin_reads.rs"]
 mod admin_reads;
 #[path = "auth_matrix.rs"]

@@ -8,7 +8,7 @@ use utoipa::OpenApi as _;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::admin::{groups, keys, plugins, usage, users};
+use super::admin::{groups, keys, me, plugins, usage, users};
 use super::{audit_logs, chat, discovery, group_list, health, metrics, openapi, receipts};
 use crate::app::AppState;
 use crate::error::{AdminError, ChatError, ErrorFormat, code, openai_error, text};
@@ -45,14 +45,15 @@ fn routes(app: &AppState) -> OpenApiRouter<AppState> {
         // Admin: users, groups, keys, usage, plugins, events, audit
         .routes(routes!(users::create, users::list))
         .routes(routes!(users::get))
-        .routes(routes!(groups::create))
-        .routes(routes!(groups::update))
+        .routes(routes!(groups::create, groups::list))
+        .routes(routes!(groups::get, groups::update, groups::delete))
         .routes(routes!(groups::add_member))
         .routes(routes!(groups::remove_member))
         .routes(routes!(keys::create, keys::list))
-        .routes(routes!(keys::get, keys::update))
+        .routes(routes!(keys::get, keys::update, keys::delete))
         .routes(routes!(keys::revoke))
         .routes(routes!(usage::usage))
+        .routes(routes!(me::me))
         .routes(routes!(plugins::list))
         .routes(routes!(usage::events))
         .routes(routes!(audit_logs::verify_audit))

@@ -133,6 +133,8 @@ pub trait Store: Send + Sync + 'static {
     }
 
     // Users
+    /// Store a new user. `Conflict` if its id, or its email (compared without
+    /// case; an empty email is not compared), is taken.
     async fn create_user(&self, user: User, audit: AuditEntry) -> StoreResult<User>;
     async fn get_user(&self, id: &str) -> StoreResult<Option<User>>;
     async fn list_users(&self) -> StoreResult<Vec<User>>;
@@ -145,6 +147,9 @@ pub trait Store: Send + Sync + 'static {
     /// Every group with its member ids.
     async fn list_groups(&self) -> StoreResult<Vec<(Group, Vec<String>)>>;
     async fn add_member(&self, group_id: &str, user_id: &str, audit: AuditEntry) -> StoreResult<()>;
+    /// Delete a group and its memberships. `Conflict`, naming them, while
+    /// keys still belong to it (move or delete them first).
+    async fn delete_group(&self, id: &str, audit: AuditEntry) -> StoreResult<Group>;
     async fn remove_member(&self, group_id: &str, user_id: &str, audit: AuditEntry) -> StoreResult<()>;
 
     // API keys
@@ -153,6 +158,9 @@ pub trait Store: Send + Sync + 'static {
     /// Replace a key's options (not its hash).
     async fn update_key(&self, key: ApiKeyRecord, audit: AuditEntry) -> StoreResult<ApiKeyRecord>;
     async fn revoke_key(&self, id: &str, audit: AuditEntry) -> StoreResult<ApiKeyRecord>;
+    /// Delete a key: its secret stops working at once and its record is gone
+    /// (its audit records and usage stay).
+    async fn delete_key(&self, id: &str, audit: AuditEntry) -> StoreResult<ApiKeyRecord>;
     async fn get_key(&self, id: &str) -> StoreResult<Option<ApiKeyRecord>>;
     /// The key whose secret hashes to `hash` (the redb store answers repeat lookups from memory).
     async fn find_key_by_hash(&self, hash: &KeyHash) -> StoreResult<Option<std::sync::Arc<ApiKeyRecord>>>;

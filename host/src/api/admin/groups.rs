@@ -1,4 +1,5 @@
-//! Groups (tenants) and memberships under `/api/admin/groups`.
+//! Groups (tenants) and memberships under `/api/admin/groups`: create, list,
+//! read, update, delete; add and remove members.
 
 use axum::Json;
 use axum::extract::{Path, State};
@@ -226,4 +227,66 @@ pub async fn remove_member(
     .build();
     app.store.remove_member(&id, &user_id, audit).await?;
     Ok(ok(Membership { group_id: id, user_id, removed: Some(true) }))
+}
+
+/// A group with its members, as `GET /api/admin/groups` and `GET /api/admin/groups/{id}` show it.
+#[derive(Debug, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct GroupWithMembers {
+    #[serde(flatten)]
+    pub group: GroupView,
+    /// Member user ids.
+    pub members: Vec<String>,
+}
+
+/// `GET /api/admin/groups`: every group with its members. A management route:
+/// unlike the spec's `GET /groups` listing it does not count against the
+/// admin-read limit (`limits.admin_read`).
+#[utoipa::path(get, path = "/api/admin/groups", tag = "admin", responses((status = 200, description = "Every group with its members", body = Success<Vec<GroupWithMembers>>)))]
+pub async fn list(State(app): State<AppState>, Admin(_): Admin) -> Result<Json<Value>, AdminError> {
+    let groups = app.store.list_groups().await?;
+    let out: Vec<GroupWithMembers> =
+        groups.iter().map(|(g, members)| GroupWithMembers { group: GroupView::from(g), members: members.clone() }).collect();
+    Ok(ok(out))
+}
+
+/// `GET /api/admin/groups/{id}`.
+#[utoipa::path(
+    get, path = "/api/admin/groups/{id}", tag = "admin", params(("id" = String, Path, description = "`grp_…`")),
+    responses(
+        (status = 200, description = "The group with its members", body = Success<GroupWithMembers>),
+        (status = 404, description = "No such group", body = NestedError),
+    )
+)]
+pub async fn get(State(app): State<AppState>, Admin(_): Admin, Path(id): Path<String>) -> Result<Json<Value>, AdminError> {
+    let groups = app.store.list_groups().await?;
+    let (g, members) =
+        groups.into_iter().find(|(g, _)| g.id == id).ok_or_else(|| AdminError::not_found(format!("group {id} not found")))?;
+    Ok(ok(GroupWithMembers { group: GroupView::from(&g), members }))
+}
+
+/// `DELETE /api/admin/groups/{id}`: the group and its memberships go; its
+/// audit records and its members' usage stay. Refused while API keys still
+/// belong to the group.
+#[utoipa::path(
+    delete, path = "/api/admin/groups/{id}", tag = "admin", params(("id" = String, Path, description = "`grp_…`")),
+    responses(
+        (status = 200, description = "The deleted group", body = Success<GroupView>),
+        (status = 404, description = "No such group", body = NestedError),
+        (status = 409, description = "Keys still belong to the group (`CONFLICT`, naming them)", body = NestedError),
+    )
+)]
+pub async fn delete(State(app): State<AppState>, Admin(ctx): Admin, Path(id): Path<String>) -> Result<Json<Value>, AdminError> {
+    let audit = actor_audit(
+        &app,
+        &ctx,
+        Audit::new(kind::GROUP_MANAGEMENT, category::ACCESS_CONTROL, format!("Group {id} deleted"))
+            .meta("operation", "delete_group")
+            .meta("groupId", id.clone()),
+        "DELETE /api/admin/groups/{id}",
+    )
+    .await
+    .build();
+    let group = app.store.delete_group(&id, audit).await?;
+    Ok(ok(GroupView::from(&group)))
 }

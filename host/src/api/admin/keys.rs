@@ -339,3 +339,31 @@ pub async fn revoke(State(app): State<AppState>, Admin(ctx): Admin, Path(id): Pa
     let key = app.store.revoke_key(&id, audit).await?;
     Ok(ok(KeyView::from(&key)))
 }
+
+/// `DELETE /api/admin/keys/{id}`: the secret stops working at once and the
+/// record is gone; the key's audit records and usage stay (they name its id).
+#[utoipa::path(
+    delete, path = "/api/admin/keys/{id}", tag = "admin", params(("id" = String, Path, description = "`key_…`")),
+    responses(
+        (status = 200, description = "The deleted key", body = Success<KeyView>),
+        (status = 404, description = "No such key", body = NestedError),
+        (status = 409, description = "The calling key itself (`CONFLICT`)", body = NestedError),
+    )
+)]
+pub async fn delete(State(app): State<AppState>, Admin(ctx): Admin, Path(id): Path<String>) -> Result<Json<Value>, AdminError> {
+    if id == ctx.key.id {
+        return Err(AdminError::conflict("an admin key cannot delete itself; use another admin key"));
+    }
+    let audit = actor_audit(
+        &app,
+        &ctx,
+        Audit::new(kind::API_KEY_MANAGEMENT, category::ACCESS_CONTROL, format!("API key {id} deleted"))
+            .meta("operation", "delete_api_key")
+            .meta("targetKeyId", id.clone()),
+        "DELETE /api/admin/keys/{id}",
+    )
+    .await
+    .build();
+    let key = app.store.delete_key(&id, audit).await?;
+    Ok(ok(KeyView::from(&key)))
+}

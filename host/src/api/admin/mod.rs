@@ -5,6 +5,7 @@
 
 pub mod groups;
 pub mod keys;
+pub mod me;
 pub mod plugins;
 pub mod usage;
 pub mod users;

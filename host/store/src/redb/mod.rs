@@ -148,6 +148,17 @@ impl Store for RedbStore {
                 if exists(txn, USERS, &user.id)? {
                     return Err(StoreError::Conflict(format!("user {} already exists", user.id)));
                 }
+                if !user.email.is_empty() {
+                    // A scan: users are few and created rarely; an index would be one more table to keep.
+                    let t = txn.open_table(USERS).map_err(backend)?;
+                    for item in t.iter().map_err(backend)? {
+                        let (_, v) = item.map_err(backend)?;
+                        let other: User = decode(v.value())?;
+                        if other.email.eq_ignore_ascii_case(&user.email) {
+                            return Err(StoreError::Conflict(format!("user {} already has the email {}", other.id, user.email)));
+                        }
+                    }
+                }
                 put(txn, USERS, &user.id, &user)?;
                 audit::append(txn, std::slice::from_ref(&audit))?;
                 Ok(user.clone())
@@ -236,6 +247,50 @@ impl Store for RedbStore {
             .await
     }
 
+    async fn delete_group(&self, id: &str, audit: AuditEntry) -> StoreResult<Group> {
+        let id = id.to_owned();
+        self.writer
+            .write(move |txn| {
+                let group: Group = get(txn, GROUPS, &id)?.ok_or_else(|| StoreError::NotFound(format!("group {id}")))?;
+                let keys = txn.open_table(KEYS).map_err(backend)?;
+                let mut holding = Vec::new();
+                for item in keys.iter().map_err(backend)? {
+                    let (_, v) = item.map_err(backend)?;
+                    let k: ApiKeyRecord = decode(v.value())?;
+                    if k.group_id.as_deref() == Some(id.as_str()) {
+                        holding.push(k.id);
+                    }
+                }
+                drop(keys);
+                if !holding.is_empty() {
+                    holding.sort();
+                    return Err(StoreError::Conflict(format!(
+                        "group {id} still has {} API key(s): {}; move them to another group or delete them first",
+                        holding.len(),
+                        holding.join(", ")
+                    )));
+                }
+                let mut members = txn.open_table(MEMBERS).map_err(backend)?;
+                let mut users = Vec::new();
+                for m in members.range((id.as_str(), "")..).map_err(backend)? {
+                    let (k, _) = m.map_err(backend)?;
+                    let (gid, uid) = k.value();
+                    if gid != id {
+                        break;
+                    }
+                    users.push(uid.to_owned());
+                }
+                for u in &users {
+                    members.remove((id.as_str(), u.as_str())).map_err(backend)?;
+                }
+                drop(members);
+                txn.open_table(GROUPS).map_err(backend)?.remove(id.as_str()).map_err(backend)?;
+                audit::append(txn, std::slice::from_ref(&audit))?;
+                Ok(group)
+            })
+            .await
+    }
+
     async fn remove_member(&self, group_id: &str, user_id: &str, audit: AuditEntry) -> StoreResult<()> {
         let (g, u) = (group_id.to_owned(), user_id.to_owned());
         self.writer
@@ -314,6 +369,22 @@ impl Store for RedbStore {
             .await;
         self.keys.invalidate();
         revoked
+    }
+
+    async fn delete_key(&self, id: &str, audit: AuditEntry) -> StoreResult<ApiKeyRecord> {
+        let id = id.to_owned();
+        let deleted = self
+            .writer
+            .write(move |txn| {
+                let key: ApiKeyRecord = get(txn, KEYS, &id)?.ok_or_else(|| StoreError::NotFound(format!("key {id}")))?;
+                txn.open_table(KEY_HASHES).map_err(backend)?.remove(&key.hash.0).map_err(backend)?;
+                txn.open_table(KEYS).map_err(backend)?.remove(id.as_str()).map_err(backend)?;
+                audit::append(txn, std::slice::from_ref(&audit))?;
+                Ok(key)
+            })
+            .await;
+        self.keys.invalidate();
+        deleted
     }
 
     async fn get_key(&self, id: &str) -> StoreResult<Option<ApiKeyRecord>> {

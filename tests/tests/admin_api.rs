@@ -1,0 +1,150 @@
+//! The admin API's management routes an operator needs in the first hour:
+//! who am I, unique emails, deleting keys, reading, listing and deleting groups.
+
+use gatehouse_tests::Server;
+use reqwest::Method;
+use serde_json::{Value, json};
+
+async fn call(s: &Server, method: Method, path: &str, body: Option<Value>) -> (u16, Value) {
+    let mut req = s.admin(method, path);
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let r = req.send().await.expect("send");
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn me_names_the_calling_admin_key_its_user_and_group_and_refuses_other_keys() {
+    let s = Server::start();
+    let (st, v) = call(&s, Method::GET, "/api/admin/me", None).await;
+    assert_eq!(st, 200, "{v}");
+    let key = &v["data"]["key"];
+    assert_eq!(key["admin"], true);
+    assert_eq!(key["status"], "active");
+    assert!(s.admin_key.starts_with(key["prefix"].as_str().expect("prefix")), "{key}");
+    assert!(key.get("hash").is_none() && !v.to_string().contains(&s.admin_key), "never the secret nor its hash: {v}");
+    assert_eq!(v["data"]["user"]["id"], key["userId"], "the bootstrap key's owner: {v}");
+    assert_eq!(v["data"]["group"], Value::Null);
+
+    // A non-admin key in a group: 403 here (its own view is not an admin route).
+    let (st, g) = call(&s, Method::POST, "/api/admin/groups", Some(json!({"name": "Tenant"}))).await;
+    assert_eq!(st, 201);
+    let gid = g["data"]["id"].as_str().expect("group id");
+    let (_, plain, _) = s.create_key(json!({"name": "plain", "groupId": gid})).await;
+    let r = s.client.get(s.url("/api/admin/me")).bearer_auth(&plain).send().await.expect("send");
+    assert_eq!(r.status(), 403);
+
+    // An admin key in the group sees it.
+    let (_, admin2, admin2_id) = s.create_key(json!({"name": "ops", "admin": true, "groupId": gid})).await;
+    let v: Value = s.client.get(s.url("/api/admin/me")).bearer_auth(&admin2).send().await.expect("send").json().await.expect("json");
+    assert_eq!(v["data"]["key"]["id"], admin2_id.as_str());
+    assert_eq!(v["data"]["key"]["name"], "ops");
+    assert_eq!(v["data"]["group"]["id"], gid);
+    assert_eq!(v["data"]["user"]["id"], v["data"]["key"]["userId"]);
+}
+
+#[tokio::test]
+async fn a_second_user_with_the_same_email_in_any_case_is_a_conflict() {
+    let s = Server::start();
+    let (st, first) = call(&s, Method::POST, "/api/admin/users", Some(json!({"name": "Ada", "email": "ada@example.com"}))).await;
+    assert_eq!(st, 201, "{first}");
+    let (st, v) = call(&s, Method::POST, "/api/admin/users", Some(json!({"name": "Ada again", "email": "ADA@Example.com"}))).await;
+    assert_eq!(st, 409, "{v}");
+    assert_eq!(v["error"]["code"], "CONFLICT");
+    let msg = v["error"]["message"].as_str().expect("message");
+    assert!(msg.contains(first["data"]["id"].as_str().expect("id")) && msg.contains("ADA@Example.com"), "names the holder: {msg}");
+    // Users without an email are not compared.
+    for name in ["No mail 1", "No mail 2"] {
+        let (st, v) = call(&s, Method::POST, "/api/admin/users", Some(json!({"name": name}))).await;
+        assert_eq!(st, 201, "{v}");
+    }
+    let (_, users) = call(&s, Method::GET, "/api/admin/users", None).await;
+    let adas = users["data"]
+        .as_array()
+        .expect("users")
+        .iter()
+        .filter(|u| u["email"].as_str().is_some_and(|e| e.eq_ignore_ascii_case("ada@example.com")))
+        .count();
+    assert_eq!(adas, 1, "nothing stored for the refused user");
+}
+
+#[tokio::test]
+async fn a_deleted_key_stops_working_at_once_and_its_audit_trail_stays() {
+    let s = Server::start();
+    let (_, secret, key_id) = s.create_key(json!({"name": "to delete", "admin": true})).await;
+    let r = s.client.get(s.url("/api/admin/users")).bearer_auth(&secret).send().await.expect("send");
+    assert_eq!(r.status(), 200, "the key works before");
+
+    let (st, v) = call(&s, Method::DELETE, &format!("/api/admin/keys/{key_id}"), None).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["data"]["id"], key_id.as_str());
+    let r = s.client.get(s.url("/api/admin/users")).bearer_auth(&secret).send().await.expect("send");
+    assert_eq!(r.status(), 401, "the deleted key is refused");
+    let (st, _) = call(&s, Method::GET, &format!("/api/admin/keys/{key_id}"), None).await;
+    assert_eq!(st, 404);
+    let (st, v) = call(&s, Method::DELETE, &format!("/api/admin/keys/{key_id}"), None).await;
+    assert_eq!((st, v["error"]["code"].as_str()), (404, Some("NOT_FOUND")), "{v}");
+    let (_, keys) = call(&s, Method::GET, "/api/admin/keys", None).await;
+    assert!(!keys["data"].to_string().contains(&key_id), "gone from the listing");
+    assert_eq!(s.audit_total("type=api_key_management&search=delete_api_key").await, 1, "the deletion is audited");
+    assert!(s.audit_total(&format!("search={key_id}")).await >= 2, "its creation record stays");
+
+    // The calling key cannot delete itself (someone must be left holding the door).
+    let (_, me) = call(&s, Method::GET, "/api/admin/me", None).await;
+    let own = me["data"]["key"]["id"].as_str().expect("own id");
+    let (st, v) = call(&s, Method::DELETE, &format!("/api/admin/keys/{own}"), None).await;
+    assert_eq!((st, v["error"]["code"].as_str()), (409, Some("CONFLICT")), "{v}");
+}
+
+#[tokio::test]
+async fn groups_are_listed_read_and_deleted_once_no_key_belongs_to_them() {
+    // A tight admin-read limit: the management listing must not count against it.
+    let s = Server::builder()
+        .toml(
+            "[limits.chat]\nper_minute = 100000\nper_hour = 1000000\nper_day = 1000000\nper_month = 10000000\n\
+             [limits.admin_read]\nper_minute = 2\nper_hour = 1000\nper_day = 1000\nper_month = 10000\n",
+        )
+        .start();
+    let (_, g) = call(&s, Method::POST, "/api/admin/groups", Some(json!({"name": "Acme", "description": "a tenant"}))).await;
+    let gid = g["data"]["id"].as_str().expect("group id").to_owned();
+    let (user, _, key_id) = s.create_key(json!({"name": "acme key", "groupId": gid})).await;
+    let (st, _) = call(&s, Method::POST, &format!("/api/admin/groups/{gid}/members"), Some(json!({"userId": user}))).await;
+    assert_eq!(st, 201);
+
+    for _ in 0..5 {
+        let (st, v) = call(&s, Method::GET, "/api/admin/groups", None).await;
+        assert_eq!(st, 200, "not limited by limits.admin_read: {v}");
+        let listed = v["data"].as_array().expect("groups");
+        assert_eq!(listed.len(), 1);
+        assert_eq!(listed[0]["id"], gid.as_str());
+        assert_eq!(listed[0]["members"], json!([user]));
+    }
+    let (st, v) = call(&s, Method::GET, &format!("/api/admin/groups/{gid}"), None).await;
+    assert_eq!(st, 200);
+    assert_eq!((v["data"]["name"].as_str(), v["data"]["description"].as_str()), (Some("Acme"), Some("a tenant")));
+    assert_eq!(v["data"]["members"], json!([user]));
+    let (st, v) = call(&s, Method::GET, "/api/admin/groups/grp_nope", None).await;
+    assert_eq!((st, v["error"]["code"].as_str()), (404, Some("NOT_FOUND")));
+
+    // A key still belongs to it: refused, naming the key; nothing changes.
+    let (st, v) = call(&s, Method::DELETE, &format!("/api/admin/groups/{gid}"), None).await;
+    assert_eq!((st, v["error"]["code"].as_str()), (409, Some("CONFLICT")), "{v}");
+    assert!(v["error"]["message"].as_str().expect("message").contains(&key_id), "{v}");
+    let (st, _) = call(&s, Method::GET, &format!("/api/admin/groups/{gid}"), None).await;
+    assert_eq!(st, 200);
+
+    let (st, _) = call(&s, Method::DELETE, &format!("/api/admin/keys/{key_id}"), None).await;
+    assert_eq!(st, 200);
+    let (st, v) = call(&s, Method::DELETE, &format!("/api/admin/groups/{gid}"), None).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["data"]["id"], gid.as_str());
+    let (st, _) = call(&s, Method::GET, &format!("/api/admin/groups/{gid}"), None).await;
+    assert_eq!(st, 404);
+    let (_, v) = call(&s, Method::GET, "/api/admin/groups", None).await;
+    assert_eq!(v["data"], json!([]));
+    let (st, _) = call(&s, Method::GET, &format!("/api/admin/users/{user}"), None).await;
+    assert_eq!(st, 200, "the members stay users");
+    assert_eq!(s.audit_total("type=group_management&search=delete_group").await, 1);
+}
