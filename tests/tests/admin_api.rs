@@ -148,3 +148,78 @@ async fn groups_are_listed_read_and_deleted_once_no_key_belongs_to_them() {
     assert_eq!(st, 200, "the members stay users");
     assert_eq!(s.audit_total("type=group_management&search=delete_group").await, 1);
 }
+
+#[tokio::test]
+async fn a_key_update_is_a_merge_patch_with_limits_merged_per_field_and_null_clearing() {
+    let s = Server::builder().toml("[indexes.docs]\nretriever = \"retriever-local\"\n").start();
+    let (_, g) = call(&s, Method::POST, "/api/admin/groups", Some(json!({"name": "Acme"}))).await;
+    let gid = g["data"]["id"].as_str().expect("group id").to_owned();
+    let (_, _, id) = s
+        .create_key(json!({
+            "name": "tenant", "groupId": gid, "allowedModels": ["echo/*"], "allowedIndexes": ["docs"],
+            "defaultPolicy": "public", "limits": {"perMinute": 5, "perDay": 100}
+        }))
+        .await;
+    let path = format!("/api/admin/keys/{id}");
+    let put = |body: Value| call(&s, Method::PUT, &path, Some(body));
+
+    // One limit changed: the other stays (it used to be dropped).
+    let (st, v) = put(json!({"limits": {"perMinute": 10}})).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["data"]["limits"], json!({"perMinute": 10, "perDay": 100}));
+    // An absent field is unchanged; an empty body changes nothing.
+    let (_, v) = put(json!({})).await;
+    assert_eq!(v["data"]["allowedModels"], json!(["echo/*"]));
+    assert_eq!(v["data"]["groupId"], gid.as_str());
+    assert_eq!(v["data"]["defaultPolicy"], "public");
+    // `null` clears: a limit back to the server's, restrictions lifted, group and default removed.
+    let (st, v) =
+        put(json!({"limits": {"perDay": null}, "allowedModels": null, "allowedIndexes": null, "groupId": null, "defaultPolicy": null}))
+            .await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["data"]["limits"], json!({"perMinute": 10}));
+    for field in ["allowedModels", "allowedIndexes", "groupId", "defaultPolicy"] {
+        assert_eq!(v["data"][field], Value::Null, "{field} cleared: {v}");
+    }
+    let (_, stored) = call(&s, Method::GET, &path, None).await;
+    assert_eq!(stored["data"], v["data"], "what the update answered is what is stored");
+    assert_eq!(s.audit_total("type=smltp_policy_management&search=update_api_key").await, 1, "removing the default policy is a policy change");
+}
+
+#[tokio::test]
+async fn key_references_are_checked_against_what_exists_and_named_in_the_400() {
+    let s = Server::builder().toml("[indexes.docs]\nretriever = \"retriever-local\"\n").start();
+    let (_, _, id) = s.create_key(json!({"name": "ok"})).await;
+    let (_, users) = call(&s, Method::GET, "/api/admin/users", None).await;
+    let user = users["data"][0]["id"].as_str().expect("a user").to_owned();
+    let cases = [
+        (json!({"allowedIndexes": ["no-such-index"]}), "no-such-index"),
+        (json!({"allowedModels": ["nope/x"]}), "nope/x"),
+        (json!({"allowedModels": ["bare-model"]}), "bare-model"),
+        (json!({"allowedModels": ["echo/"]}), "echo/"),
+        (json!({"groupId": "grp_nope"}), "grp_nope"),
+    ];
+    for (body, named) in &cases {
+        let (st, v) = call(&s, Method::PUT, &format!("/api/admin/keys/{id}"), Some(body.clone())).await;
+        assert_eq!((st, v["error"]["code"].as_str()), (400, Some("VALIDATION_ERROR")), "{body}: {v}");
+        assert!(v["error"]["message"].as_str().expect("message").contains(named), "{body} names {named}: {v}");
+        let mut create = body.clone();
+        create["userId"] = json!(user);
+        let (st, v) = call(&s, Method::POST, "/api/admin/keys", Some(create)).await;
+        assert_eq!(st, 400, "create refuses it too: {v}");
+    }
+    let (st, v) = call(&s, Method::POST, "/api/admin/keys", Some(json!({"userId": "usr_nope"}))).await;
+    assert_eq!(st, 400, "{v}");
+    assert!(v["error"]["message"].as_str().expect("message").contains("usr_nope"));
+    // What exists is accepted: a configured provider's pattern, every model, a configured knowledge base.
+    let (st, v) = call(
+        &s,
+        Method::PUT,
+        &format!("/api/admin/keys/{id}"),
+        Some(json!({"allowedModels": ["echo/*", "*"], "allowedIndexes": ["docs"]})),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    let (_, keys) = call(&s, Method::GET, "/api/admin/keys", None).await;
+    assert_eq!(keys["data"].as_array().expect("keys").len(), 2, "no key was created by a refused body");
+}

@@ -128,8 +128,8 @@ async fn retrieval_feeds_the_model_and_reports_its_sources() {
         assert!(!mock.last_request().expect("request").prompt_text().contains("retrieved_documents"));
     }
 
-    // A key restricted to other knowledge bases: 403 before any call; discovery lists only what it may use.
-    let (_, key, _) = s.create_key(json!({"allowedIndexes": ["other"]})).await;
+    // A key restricted to no knowledge base: 403 before any call; discovery lists only what it may use.
+    let (_, key, _) = s.create_key(json!({"allowedIndexes": []})).await;
     let before = mock.request_count();
     let (status, v) = chat(&s, &key, &body("shop", "refund?")).await;
     assert_eq!((status, v["error"].as_str()), (403, Some("Access denied")), "{v}");

@@ -38,17 +38,9 @@ pub struct UpdateGroup {
     pub description: Option<String>,
     #[serde(default)]
     pub status: Option<GroupStatus>,
-    #[serde(default, with = "double_option")]
+    #[serde(default, deserialize_with = "super::present")]
     #[schema(value_type = Option<String>)]
     pub default_policy: Option<Option<String>>,
-}
-
-/// Distinguishes an absent field from an explicit `null`.
-mod double_option {
-    use serde::{Deserialize, Deserializer};
-    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Option<String>>, D::Error> {
-        Ok(Some(Option::deserialize(d)?))
-    }
 }
 
 #[derive(Debug, Deserialize, utoipa::ToSchema)]

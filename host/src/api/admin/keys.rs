@@ -16,7 +16,10 @@ use crate::error::{AdminError, NestedError};
 use gatehouse_store::audit::{Audit, category, kind};
 use gatehouse_store::model::{ApiKeyRecord, LimitOverrides};
 
-/// Options a key carries; shared by create and update.
+/// Options a key carries; shared by create and update. An update is a merge
+/// patch: an absent field keeps its value, `null` clears it (a restriction
+/// lifted, a default or group removed), a value replaces it; `limits` merges
+/// per field the same way.
 #[derive(Debug, Default, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct KeyOptions {
@@ -24,21 +27,50 @@ pub struct KeyOptions {
     pub name: Option<String>,
     #[serde(default)]
     pub admin: Option<bool>,
+    /// `grp_…`; `null` takes the key out of its group.
+    #[serde(default, deserialize_with = "super::present")]
+    #[schema(value_type = Option<String>, nullable)]
+    pub group_id: Option<Option<String>>,
+    /// Model patterns (`provider/model`, `provider/*`, `*`), each naming a configured provider; `null` allows all.
+    #[serde(default, deserialize_with = "super::present")]
+    #[schema(value_type = Option<Vec<String>>, nullable)]
+    pub allowed_models: Option<Option<Vec<String>>>,
+    /// Knowledge bases that exist; `null` allows all.
+    #[serde(default, deserialize_with = "super::present")]
+    #[schema(value_type = Option<Vec<String>>, nullable)]
+    pub allowed_indexes: Option<Option<Vec<String>>>,
+    /// Loaded policies; `null` allows all.
+    #[serde(default, deserialize_with = "super::present")]
+    #[schema(value_type = Option<Vec<String>>, nullable)]
+    pub allowed_policies: Option<Option<Vec<String>>>,
+    /// `null` removes the key's default.
+    #[serde(default, deserialize_with = "super::present")]
+    #[schema(value_type = Option<String>, nullable)]
+    pub default_policy: Option<Option<String>>,
     #[serde(default)]
-    pub group_id: Option<String>,
-    #[serde(default)]
-    pub allowed_models: Option<Vec<String>>,
-    #[serde(default)]
-    pub allowed_indexes: Option<Vec<String>>,
-    #[serde(default)]
-    pub allowed_policies: Option<Vec<String>>,
-    #[serde(default)]
-    pub default_policy: Option<String>,
-    #[serde(default)]
-    pub limits: Option<LimitsBody>,
+    pub limits: Option<LimitsPatch>,
 }
 
-/// Per-key overrides of the chat limits; each at least 1.
+/// Changes to a key's limit overrides, per field: absent keeps, `null` clears
+/// (the server's limit applies again), a number (at least 1) sets.
+#[derive(Debug, Default, Deserialize, Clone, utoipa::ToSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct LimitsPatch {
+    #[serde(default, deserialize_with = "super::present")]
+    #[schema(value_type = Option<u64>, nullable)]
+    pub per_minute: Option<Option<u64>>,
+    #[serde(default, deserialize_with = "super::present")]
+    #[schema(value_type = Option<u64>, nullable)]
+    pub per_hour: Option<Option<u64>>,
+    #[serde(default, deserialize_with = "super::present")]
+    #[schema(value_type = Option<u64>, nullable)]
+    pub per_day: Option<Option<u64>>,
+    #[serde(default, deserialize_with = "super::present")]
+    #[schema(value_type = Option<u64>, nullable)]
+    pub per_month: Option<Option<u64>>,
+}
+
+/// A key's limit overrides as listings show them; an absent field follows the server's limit.
 #[derive(Debug, Default, Deserialize, Serialize, Clone, utoipa::ToSchema)]
 #[serde(deny_unknown_fields, rename_all = "camelCase")]
 pub struct LimitsBody {
@@ -156,7 +188,44 @@ fn check_list(name: &str, list: &Option<Vec<String>>) -> Result<(), AdminError> 
     Ok(())
 }
 
-/// Apply options onto a record, validating them.
+/// Every model pattern names a configured provider: `provider/model`,
+/// `provider/*` or `*`.
+fn check_models(app: &AppState, list: &Option<Vec<String>>) -> Result<(), AdminError> {
+    let cfg = app.config();
+    for p in list.iter().flatten() {
+        if p == "*" {
+            continue;
+        }
+        let Some((provider, model)) = p.split_once('/') else {
+            return Err(AdminError::validation(format!("`allowedModels`: `{p}` is not `provider/model`, `provider/*` or `*`")));
+        };
+        if model.is_empty() || !cfg.providers.contains_key(provider) {
+            let known: Vec<&str> = cfg.providers.keys().map(String::as_str).collect();
+            return Err(AdminError::validation(format!(
+                "`allowedModels`: `{p}` names no configured provider (`{provider}`); the providers are: {}",
+                if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Every knowledge base named exists.
+fn check_indexes(app: &AppState, list: &Option<Vec<String>>) -> Result<(), AdminError> {
+    let cfg = app.config();
+    for name in list.iter().flatten() {
+        if !cfg.indexes.contains_key(name) {
+            let known: Vec<&str> = cfg.indexes.keys().map(String::as_str).collect();
+            return Err(AdminError::validation(format!(
+                "`allowedIndexes`: no knowledge base `{name}`; the knowledge bases are: {}",
+                if known.is_empty() { "none".to_owned() } else { known.join(", ") }
+            )));
+        }
+    }
+    Ok(())
+}
+
+/// Apply options onto a record, validating them (see [`KeyOptions`] for the merge rules).
 async fn apply(app: &AppState, key: &mut ApiKeyRecord, o: KeyOptions) -> Result<(), AdminError> {
     if let Some(name) = o.name {
         key.name = text_field("name", &name, 200, false)?;
@@ -164,27 +233,35 @@ async fn apply(app: &AppState, key: &mut ApiKeyRecord, o: KeyOptions) -> Result<
     if let Some(admin) = o.admin {
         key.admin = admin;
     }
-    if let Some(gid) = o.group_id {
-        if app.store.get_group(&gid).await?.is_none() {
-            return Err(AdminError::validation(format!("`groupId`: group {gid} does not exist")));
+    match o.group_id {
+        Some(Some(gid)) => {
+            if app.store.get_group(&gid).await?.is_none() {
+                return Err(AdminError::validation(format!("`groupId`: group {gid} does not exist")));
+            }
+            key.group_id = Some(gid);
         }
-        key.group_id = Some(gid);
+        Some(None) => key.group_id = None,
+        None => {}
     }
-    check_list("allowedModels", &o.allowed_models)?;
-    check_list("allowedIndexes", &o.allowed_indexes)?;
-    check_list("allowedPolicies", &o.allowed_policies)?;
-    if o.allowed_models.is_some() {
-        key.allowed_models = o.allowed_models;
+    for (name, list) in
+        [("allowedModels", &o.allowed_models), ("allowedIndexes", &o.allowed_indexes), ("allowedPolicies", &o.allowed_policies)]
+    {
+        check_list(name, &list.clone().flatten())?;
     }
-    if o.allowed_indexes.is_some() {
-        key.allowed_indexes = o.allowed_indexes;
+    if let Some(models) = o.allowed_models {
+        check_models(app, &models)?;
+        key.allowed_models = models;
+    }
+    if let Some(indexes) = o.allowed_indexes {
+        check_indexes(app, &indexes)?;
+        key.allowed_indexes = indexes;
     }
     let policies_changed = o.allowed_policies.is_some() || o.default_policy.is_some();
-    if o.allowed_policies.is_some() {
-        key.allowed_policies = o.allowed_policies;
+    if let Some(policies) = o.allowed_policies {
+        key.allowed_policies = policies;
     }
-    if o.default_policy.is_some() {
-        key.default_policy = o.default_policy;
+    if let Some(default) = o.default_policy {
+        key.default_policy = default;
     }
     // A default the key could never run under would be skipped on every
     // request; refuse it now. Checked on the result, so narrowing
@@ -201,12 +278,19 @@ async fn apply(app: &AppState, key: &mut ApiKeyRecord, o: KeyOptions) -> Result<
         }
     }
     if let Some(l) = o.limits {
-        for (n, v) in [("perMinute", l.per_minute), ("perHour", l.per_hour), ("perDay", l.per_day), ("perMonth", l.per_month)] {
-            if v == Some(0) {
-                return Err(AdminError::validation(format!("`limits.{n}` must be at least 1")));
+        let fields = [
+            ("perMinute", l.per_minute, &mut key.limits.per_minute),
+            ("perHour", l.per_hour, &mut key.limits.per_hour),
+            ("perDay", l.per_day, &mut key.limits.per_day),
+            ("perMonth", l.per_month, &mut key.limits.per_month),
+        ];
+        for (n, change, field) in fields {
+            match change {
+                Some(Some(0)) => return Err(AdminError::validation(format!("`limits.{n}` must be at least 1"))),
+                Some(v) => *field = v,
+                None => {}
             }
         }
-        key.limits = LimitOverrides { per_minute: l.per_minute, per_hour: l.per_hour, per_day: l.per_day, per_month: l.per_month };
     }
     Ok(())
 }
@@ -305,9 +389,14 @@ pub async fn update(
     let policy = body.default_policy.clone();
     apply(&app, &mut key, body).await?;
     let mut audit = match &policy {
-        Some(p) => Audit::new(kind::POLICY_MANAGEMENT, category::DATA_PROTECTION, format!("Default policy of API key {id} set to {p}"))
-            .meta("policyName", p.clone())
-            .meta("setAsActive", true),
+        Some(Some(p)) => {
+            Audit::new(kind::POLICY_MANAGEMENT, category::DATA_PROTECTION, format!("Default policy of API key {id} set to {p}"))
+                .meta("policyName", p.clone())
+                .meta("setAsActive", true)
+        }
+        Some(None) => Audit::new(kind::POLICY_MANAGEMENT, category::DATA_PROTECTION, format!("Default policy of API key {id} removed"))
+            .meta("policyName", "")
+            .meta("setAsActive", false),
         None => Audit::new(kind::API_KEY_MANAGEMENT, category::ACCESS_CONTROL, format!("API key {id} updated")),
     };
     audit = audit.meta("operation", "update_api_key").meta("targetKeyId", id.clone());

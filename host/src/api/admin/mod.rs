@@ -11,7 +11,7 @@ pub mod usage;
 pub mod users;
 
 use axum::Json;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::app::AppState;
@@ -35,6 +35,17 @@ pub async fn actor_audit(app: &AppState, ctx: &AuthContext, audit: Audit, endpoi
         .map(|u| AuditUser::from(&u))
         .or_else(|| Some(AuditUser { id: ctx.key.user_id.clone(), name: String::new(), email: String::new() }));
     audit.user(user).meta("apiKeyId", ctx.key.id.clone()).meta("endpoint", endpoint)
+}
+
+/// For merge-patch fields (`Option<Option<T>>` with `#[serde(default)]`): a
+/// field that is present becomes `Some` — `Some(None)` for an explicit `null`
+/// (clear it) — and an absent one stays `None` (unchanged).
+pub fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::Deserialize<'de>,
+{
+    Ok(Some(Option::deserialize(d)?))
 }
 
 /// New ids: a readable prefix and a time-ordered UUID.
