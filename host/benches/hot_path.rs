@@ -132,7 +132,13 @@ fn main() {
 
     // Authentication, as the middleware does it.
     let (_d, s) = store(false);
-    let user = User { id: "usr_bench".into(), name: "bench".into(), email: "bench@example.com".into(), created_at: chrono::Utc::now() };
+    let user = User {
+        id: "usr_bench".into(),
+        name: "bench".into(),
+        email: "bench@example.com".into(),
+        created_at: chrono::Utc::now(),
+        deactivated_at: None,
+    };
     rt.block_on(s.create_user(user, Audit::new(kind::USER_MANAGEMENT, category::ACCESS_CONTROL, "bench user").build())).expect("user");
     let secret = ApiKeySecret::generate();
     let key = new_key("usr_bench", &secret);

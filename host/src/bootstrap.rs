@@ -29,7 +29,13 @@ fn system_actor() -> AuditUser {
 
 /// Create an admin user and a key for it. Used by bootstrap and the offline CLI.
 pub async fn create_admin_key(store: &dyn Store, secret: &ApiKeySecret, key_name: &str, actor: AuditUser) -> Result<String, StoreError> {
-    let user = User { id: crate::api::admin::new_id("usr"), name: "admin".into(), email: String::new(), created_at: chrono::Utc::now() };
+    let user = User {
+        id: crate::api::admin::new_id("usr"),
+        name: "admin".into(),
+        email: String::new(),
+        created_at: chrono::Utc::now(),
+        deactivated_at: None,
+    };
     let audit = Audit::new(kind::USER_MANAGEMENT, category::ACCESS_CONTROL, format!("User {} created", user.id))
         .user(Some(actor.clone()))
         .meta("operation", "create_user")

@@ -183,7 +183,11 @@ async fn a_key_update_is_a_merge_patch_with_limits_merged_per_field_and_null_cle
     }
     let (_, stored) = call(&s, Method::GET, &path, None).await;
     assert_eq!(stored["data"], v["data"], "what the update answered is what is stored");
-    assert_eq!(s.audit_total("type=smltp_policy_management&search=update_api_key").await, 1, "removing the default policy is a policy change");
+    assert_eq!(
+        s.audit_total("type=smltp_policy_management&search=update_api_key").await,
+        1,
+        "removing the default policy is a policy change"
+    );
 }
 
 #[tokio::test]
@@ -222,4 +226,68 @@ async fn key_references_are_checked_against_what_exists_and_named_in_the_400() {
     assert_eq!(st, 200, "{v}");
     let (_, keys) = call(&s, Method::GET, "/api/admin/keys", None).await;
     assert_eq!(keys["data"].as_array().expect("keys").len(), 2, "no key was created by a refused body");
+}
+
+#[tokio::test]
+async fn a_deactivated_users_keys_are_refused_until_reactivated_and_a_deleted_user_takes_their_keys_along() {
+    let s = Server::start();
+    let (user, key, key_id) = s.create_key(json!({"name": "worker"})).await;
+    let models = |k: &str| s.client.get(s.url("/api/models")).bearer_auth(k.to_owned()).send();
+    assert_eq!(models(&key).await.expect("send").status(), 200);
+    let upath = format!("/api/admin/users/{user}");
+
+    // Rename and a new email; an email another user has is a conflict.
+    let (st, v) = call(&s, Method::PUT, &upath, Some(json!({"name": "Renamed", "email": "renamed@example.com"}))).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!((v["data"]["name"].as_str(), v["data"]["status"].as_str()), (Some("Renamed"), Some("active")));
+    let (_, other) = call(&s, Method::POST, "/api/admin/users", Some(json!({"name": "Other", "email": "other@example.com"}))).await;
+    let (st, v) = call(&s, Method::PUT, &upath, Some(json!({"email": "OTHER@example.com"}))).await;
+    assert_eq!((st, v["error"]["code"].as_str()), (409, Some("CONFLICT")), "{v}");
+
+    // Deactivated: every key of the user is refused at once, and shows as suspended.
+    let (st, v) = call(&s, Method::PUT, &upath, Some(json!({"status": "deactivated"}))).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["data"]["status"], "deactivated");
+    assert!(v["data"]["deactivatedAt"].as_str().is_some_and(|t| t.ends_with('Z')), "{v}");
+    let r = models(&key).await.expect("send");
+    assert_eq!(r.status(), 401);
+    let body: Value = r.json().await.expect("json");
+    assert!(body.to_string().contains("deactivated"), "{body}");
+    let (_, k) = call(&s, Method::GET, &format!("/api/admin/keys/{key_id}"), None).await;
+    assert_eq!(k["data"]["status"], "suspended");
+    let (st, v) = call(&s, Method::POST, "/api/admin/keys", Some(json!({"userId": user}))).await;
+    assert_eq!(st, 400, "no new key for a deactivated user: {v}");
+    assert_eq!(s.audit_total("type=user_management&search=deactivate_user").await, 1);
+
+    // Active again: the same key works.
+    let (st, _) = call(&s, Method::PUT, &upath, Some(json!({"status": "active"}))).await;
+    assert_eq!(st, 200);
+    assert_eq!(models(&key).await.expect("send").status(), 200);
+    let (_, k) = call(&s, Method::GET, &format!("/api/admin/keys/{key_id}"), None).await;
+    assert_eq!(k["data"]["status"], "active");
+
+    // The calling key's own user can be neither deactivated nor deleted with it.
+    let (_, me) = call(&s, Method::GET, "/api/admin/me", None).await;
+    let own = me["data"]["key"]["userId"].as_str().expect("own user").to_owned();
+    let (st, _) = call(&s, Method::PUT, &format!("/api/admin/users/{own}"), Some(json!({"status": "deactivated"}))).await;
+    assert_eq!(st, 409);
+    let (st, _) = call(&s, Method::DELETE, &format!("/api/admin/users/{own}"), None).await;
+    assert_eq!(st, 409);
+
+    // Deleted: the user, their memberships and their keys go; the audit trail stays.
+    let (_, g) = call(&s, Method::POST, "/api/admin/groups", Some(json!({"name": "Team"}))).await;
+    let gid = g["data"]["id"].as_str().expect("group").to_owned();
+    call(&s, Method::POST, &format!("/api/admin/groups/{gid}/members"), Some(json!({"userId": user}))).await;
+    let (st, v) = call(&s, Method::DELETE, &upath, None).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["data"]["deletedKeyIds"], json!([key_id]));
+    assert_eq!(models(&key).await.expect("send").status(), 401);
+    let (st, _) = call(&s, Method::GET, &upath, None).await;
+    assert_eq!(st, 404);
+    let (_, g) = call(&s, Method::GET, &format!("/api/admin/groups/{gid}"), None).await;
+    assert_eq!(g["data"]["members"], json!([]));
+    let (st, _) = call(&s, Method::GET, &format!("/api/admin/users/{}", other["data"]["id"].as_str().expect("id")), None).await;
+    assert_eq!(st, 200, "other users stay");
+    assert_eq!(s.audit_total("type=user_management&search=delete_user").await, 1);
+    assert!(s.audit_total(&format!("search={key_id}")).await >= 1, "the deleted key's records stay");
 }

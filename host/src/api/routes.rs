@@ -44,7 +44,7 @@ fn routes(app: &AppState) -> OpenApiRouter<AppState> {
         .routes(routes!(chat::openai_models))
         // Admin: users, groups, keys, usage, plugins, events, audit
         .routes(routes!(users::create, users::list))
-        .routes(routes!(users::get))
+        .routes(routes!(users::get, users::update, users::delete))
         .routes(routes!(groups::create, groups::list))
         .routes(routes!(groups::get, groups::update, groups::delete))
         .routes(routes!(groups::add_member))

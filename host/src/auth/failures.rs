@@ -42,6 +42,8 @@ pub enum Reason {
     Malformed = 1,
     Invalid = 2,
     Revoked = 3,
+    /// The key's user is deactivated.
+    Deactivated = 4,
 }
 
 impl Reason {
@@ -51,25 +53,26 @@ impl Reason {
             Reason::Malformed => "malformed",
             Reason::Invalid => "invalid",
             Reason::Revoked => "revoked",
+            Reason::Deactivated => "deactivated",
         }
     }
 
     /// In discriminant order: `ALL[r as usize] == r`, the index of a window's count.
-    const ALL: [Reason; 4] = [Reason::Missing, Reason::Malformed, Reason::Invalid, Reason::Revoked];
+    const ALL: [Reason; 5] = [Reason::Missing, Reason::Malformed, Reason::Invalid, Reason::Revoked, Reason::Deactivated];
 }
 
 #[derive(Debug)]
 struct Window {
     started: Instant,
     count: u32,
-    by_reason: [u32; 4],
+    by_reason: [u32; 5],
     paths: Vec<String>,
     revoked_keys: Vec<String>,
 }
 
 impl Window {
     fn new(now: Instant) -> Self {
-        Window { started: now, count: 0, by_reason: [0; 4], paths: Vec::new(), revoked_keys: Vec::new() }
+        Window { started: now, count: 0, by_reason: [0; 5], paths: Vec::new(), revoked_keys: Vec::new() }
     }
 }
 

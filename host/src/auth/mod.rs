@@ -78,8 +78,11 @@ pub async fn authenticate(store: &dyn Store, failures: &FailureWatch, req: &Part
     }
     let hash = KeyHash::of(token);
     match store.find_key_by_hash(&hash).await {
-        Ok(Some(key)) if !key.is_revoked() => Ok(AuthContext { key }),
-        Ok(Some(key)) => Err(refuse(failures::Reason::Revoked, Some(&key.id), "this API key has been revoked")),
+        Ok(Some(key)) if key.is_revoked() => Err(refuse(failures::Reason::Revoked, Some(&key.id), "this API key has been revoked")),
+        Ok(Some(key)) if key.suspended_at.is_some() => {
+            Err(refuse(failures::Reason::Deactivated, None, "this API key's user is deactivated; an admin can reactivate them"))
+        }
+        Ok(Some(key)) => Ok(AuthContext { key }),
         Ok(None) => Err(refuse(failures::Reason::Invalid, None, "invalid API key")),
         Err(e) => {
             tracing::error!(error = %e, "key lookup failed");

@@ -136,6 +136,15 @@ pub trait Store: Send + Sync + 'static {
     /// Store a new user. `Conflict` if its id, or its email (compared without
     /// case; an empty email is not compared), is taken.
     async fn create_user(&self, user: User, audit: AuditEntry) -> StoreResult<User>;
+    /// Replace a user's name, email and deactivation (the id and creation
+    /// time stay). `Conflict` on an email another user has. Deactivating
+    /// suspends every key of the user in the same commit, reactivating lifts
+    /// it; the key lookups see it at once.
+    async fn update_user(&self, user: User, audit: AuditEntry) -> StoreResult<User>;
+    /// Delete a user, their memberships and their keys (refused from then
+    /// on); their usage rows and audit records stay. Returns the user and the
+    /// ids of the keys deleted.
+    async fn delete_user(&self, id: &str, audit: AuditEntry) -> StoreResult<(User, Vec<String>)>;
     async fn get_user(&self, id: &str) -> StoreResult<Option<User>>;
     async fn list_users(&self) -> StoreResult<Vec<User>>;
 

@@ -14,6 +14,10 @@ pub struct User {
     pub name: String,
     pub email: String,
     pub created_at: DateTime<Utc>,
+    /// When the user was deactivated: their keys are refused until they are
+    /// active again (each key carries `suspended_at` from the same commit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deactivated_at: Option<DateTime<Utc>>,
 }
 
 /// `Active` or `Inactive`, spelled as the API documents them.
@@ -84,6 +88,10 @@ pub struct ApiKeyRecord {
     pub created_at: DateTime<Utc>,
     #[serde(default)]
     pub revoked_at: Option<DateTime<Utc>>,
+    /// Set while the key's user is deactivated (written with the user's
+    /// change, so authentication needs no second read): refused with 401.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub suspended_at: Option<DateTime<Utc>>,
 }
 
 impl ApiKeyRecord {

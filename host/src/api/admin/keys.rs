@@ -136,7 +136,7 @@ pub struct KeyView {
     pub limits: LimitsBody,
     pub created_at: String,
     pub revoked_at: Option<String>,
-    /// `active` or `revoked`.
+    /// `active`, `suspended` (its user is deactivated) or `revoked`.
     pub status: &'static str,
 }
 
@@ -171,7 +171,13 @@ impl From<&ApiKeyRecord> for KeyView {
             },
             created_at: crate::time::iso(k.created_at),
             revoked_at: k.revoked_at.map(crate::time::iso),
-            status: if k.is_revoked() { "revoked" } else { "active" },
+            status: if k.is_revoked() {
+                "revoked"
+            } else if k.suspended_at.is_some() {
+                "suspended"
+            } else {
+                "active"
+            },
         }
     }
 }
@@ -312,6 +318,7 @@ pub fn new_key(user_id: &str, secret: &ApiKeySecret) -> ApiKeyRecord {
         limits: LimitOverrides::default(),
         created_at: chrono::Utc::now(),
         revoked_at: None,
+        suspended_at: None,
     }
 }
 
@@ -328,8 +335,12 @@ pub async fn create(
     Admin(ctx): Admin,
     AdminJson(body): AdminJson<CreateKey>,
 ) -> Result<(StatusCode, Json<Value>), AdminError> {
-    if app.store.get_user(&body.user_id).await?.is_none() {
-        return Err(AdminError::validation(format!("`userId`: user {} does not exist", body.user_id)));
+    match app.store.get_user(&body.user_id).await? {
+        None => return Err(AdminError::validation(format!("`userId`: user {} does not exist", body.user_id))),
+        Some(u) if u.deactivated_at.is_some() => {
+            return Err(AdminError::validation(format!("`userId`: user {} is deactivated; reactivate them first", body.user_id)));
+        }
+        Some(_) => {}
     }
     let secret = ApiKeySecret::generate();
     let mut key = new_key(&body.user_id, &secret);

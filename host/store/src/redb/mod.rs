@@ -115,6 +115,38 @@ impl RedbStore {
     }
 }
 
+/// `Conflict` when another user has `user`'s email (without case); an empty
+/// email is not compared. A scan: users are few and change rarely, and an
+/// index would be one more table to keep in step.
+fn email_free(txn: &WriteTransaction, user: &User) -> StoreResult<()> {
+    if user.email.is_empty() {
+        return Ok(());
+    }
+    let t = txn.open_table(USERS).map_err(backend)?;
+    for item in t.iter().map_err(backend)? {
+        let (_, v) = item.map_err(backend)?;
+        let other: User = decode(v.value())?;
+        if other.id != user.id && other.email.eq_ignore_ascii_case(&user.email) {
+            return Err(StoreError::Conflict(format!("user {} already has the email {}", other.id, user.email)));
+        }
+    }
+    Ok(())
+}
+
+/// Every key of a user (a scan of the key table, as for the email).
+fn keys_of(txn: &WriteTransaction, user_id: &str) -> StoreResult<Vec<ApiKeyRecord>> {
+    let t = txn.open_table(KEYS).map_err(backend)?;
+    let mut out = Vec::new();
+    for item in t.iter().map_err(backend)? {
+        let (_, v) = item.map_err(backend)?;
+        let k: ApiKeyRecord = decode(v.value())?;
+        if k.user_id == user_id {
+            out.push(k);
+        }
+    }
+    Ok(out)
+}
+
 fn exists(txn: &WriteTransaction, def: redb::TableDefinition<&str, &[u8]>, id: &str) -> StoreResult<bool> {
     let t = txn.open_table(def).map_err(backend)?;
     Ok(t.get(id).map_err(backend)?.is_some())
@@ -148,22 +180,77 @@ impl Store for RedbStore {
                 if exists(txn, USERS, &user.id)? {
                     return Err(StoreError::Conflict(format!("user {} already exists", user.id)));
                 }
-                if !user.email.is_empty() {
-                    // A scan: users are few and created rarely; an index would be one more table to keep.
-                    let t = txn.open_table(USERS).map_err(backend)?;
-                    for item in t.iter().map_err(backend)? {
-                        let (_, v) = item.map_err(backend)?;
-                        let other: User = decode(v.value())?;
-                        if other.email.eq_ignore_ascii_case(&user.email) {
-                            return Err(StoreError::Conflict(format!("user {} already has the email {}", other.id, user.email)));
-                        }
-                    }
-                }
+                email_free(txn, &user)?;
                 put(txn, USERS, &user.id, &user)?;
                 audit::append(txn, std::slice::from_ref(&audit))?;
                 Ok(user.clone())
             })
             .await
+    }
+
+    async fn update_user(&self, user: User, audit: AuditEntry) -> StoreResult<User> {
+        let updated = self
+            .writer
+            .write(move |txn| {
+                let old: User = get(txn, USERS, &user.id)?.ok_or_else(|| StoreError::NotFound(format!("user {}", user.id)))?;
+                let mut new = user.clone();
+                new.created_at = old.created_at;
+                if !new.email.eq_ignore_ascii_case(&old.email) {
+                    email_free(txn, &new)?;
+                }
+                if old.deactivated_at.is_some() != new.deactivated_at.is_some() {
+                    let suspended = new.deactivated_at;
+                    for mut key in keys_of(txn, &new.id)? {
+                        key.suspended_at = suspended;
+                        put(txn, KEYS, &key.id.clone(), &key)?;
+                    }
+                }
+                put(txn, USERS, &new.id, &new)?;
+                audit::append(txn, std::slice::from_ref(&audit))?;
+                Ok(new)
+            })
+            .await;
+        self.keys.invalidate();
+        updated
+    }
+
+    async fn delete_user(&self, id: &str, audit: AuditEntry) -> StoreResult<(User, Vec<String>)> {
+        let id = id.to_owned();
+        let deleted = self
+            .writer
+            .write(move |txn| {
+                let user: User = get(txn, USERS, &id)?.ok_or_else(|| StoreError::NotFound(format!("user {id}")))?;
+                let keys = keys_of(txn, &id)?;
+                let mut hashes = txn.open_table(KEY_HASHES).map_err(backend)?;
+                for k in &keys {
+                    hashes.remove(&k.hash.0).map_err(backend)?;
+                }
+                drop(hashes);
+                let mut key_table = txn.open_table(KEYS).map_err(backend)?;
+                for k in &keys {
+                    key_table.remove(k.id.as_str()).map_err(backend)?;
+                }
+                drop(key_table);
+                let mut members = txn.open_table(MEMBERS).map_err(backend)?;
+                let mut memberships = Vec::new();
+                for m in members.iter().map_err(backend)? {
+                    let (k, _) = m.map_err(backend)?;
+                    let (g, u) = k.value();
+                    if u == id {
+                        memberships.push(g.to_owned());
+                    }
+                }
+                for g in &memberships {
+                    members.remove((g.as_str(), id.as_str())).map_err(backend)?;
+                }
+                drop(members);
+                txn.open_table(USERS).map_err(backend)?.remove(id.as_str()).map_err(backend)?;
+                audit::append(txn, std::slice::from_ref(&audit))?;
+                Ok((user, keys.into_iter().map(|k| k.id).collect()))
+            })
+            .await;
+        self.keys.invalidate();
+        deleted
     }
 
     async fn get_user(&self, id: &str) -> StoreResult<Option<User>> {
@@ -313,9 +400,10 @@ impl Store for RedbStore {
                 if exists(txn, KEYS, &key.id)? {
                     return Err(StoreError::Conflict(format!("key {} already exists", key.id)));
                 }
-                if !exists(txn, USERS, &key.user_id)? {
-                    return Err(StoreError::NotFound(format!("user {}", key.user_id)));
-                }
+                let owner: User = get(txn, USERS, &key.user_id)?.ok_or_else(|| StoreError::NotFound(format!("user {}", key.user_id)))?;
+                let mut key = key.clone();
+                // A key made for a deactivated user waits with its user.
+                key.suspended_at = owner.deactivated_at;
                 let mut hashes = txn.open_table(KEY_HASHES).map_err(backend)?;
                 if hashes.get(&key.hash.0).map_err(backend)?.is_some() {
                     return Err(StoreError::Conflict("that key secret is already registered".into()));
@@ -343,6 +431,7 @@ impl Store for RedbStore {
                 new.user_id = old.user_id.clone();
                 new.created_at = old.created_at;
                 new.revoked_at = old.revoked_at;
+                new.suspended_at = old.suspended_at;
                 put(txn, KEYS, &new.id, &new)?;
                 audit::append(txn, std::slice::from_ref(&audit))?;
                 Ok(new)
