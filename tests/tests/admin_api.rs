@@ -291,3 +291,29 @@ async fn a_deactivated_users_keys_are_refused_until_reactivated_and_a_deleted_us
     assert_eq!(s.audit_total("type=user_management&search=delete_user").await, 1);
     assert!(s.audit_total(&format!("search={key_id}")).await >= 1, "the deleted key's records stay");
 }
+
+#[tokio::test]
+async fn the_audit_log_finds_records_about_a_user_as_well_as_by_them() {
+    let s = Server::start();
+    let (user, key, key_id) = s.create_key(json!({"name": "theirs", "admin": true})).await;
+    // By the admin, about the user: the key made for them.
+    assert_eq!(s.audit_total(&format!("userId={user}")).await, 0, "they have done nothing yet");
+    let about = s.audit_total(&format!("aboutUserId={user}")).await;
+    assert!(about >= 2, "their creation and their key's: {about}");
+    // Now something by them (with their own admin key), about someone else.
+    let r = s.client.post(s.url("/api/admin/users")).bearer_auth(&key).json(&json!({"name": "made by them"})).send().await.expect("send");
+    assert_eq!(r.status(), 201);
+    assert_eq!(s.audit_total(&format!("userId={user}")).await, 1);
+    assert_eq!(s.audit_total(&format!("aboutUserId={user}")).await, about, "what they did is not about them");
+    let v: Value = s
+        .admin(Method::GET, &format!("/audit-logs?aboutUserId={user}&search=create_api_key"))
+        .send()
+        .await
+        .expect("send")
+        .json()
+        .await
+        .expect("json");
+    let logs = v["data"]["logs"].as_array().expect("logs");
+    assert_eq!(logs.len(), 1, "{v}");
+    assert!(logs[0].to_string().contains(&key_id), "{v}");
+}

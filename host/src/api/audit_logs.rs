@@ -14,7 +14,7 @@ use crate::time::iso;
 use gatehouse_store::AuditQuery;
 use gatehouse_store::model::{AuditRecord, Severity};
 
-const AUDIT_PARAMS: &[&str] = &["page", "limit", "startDate", "endDate", "type", "severity", "userId", "search"];
+const AUDIT_PARAMS: &[&str] = &["page", "limit", "startDate", "endDate", "type", "severity", "userId", "aboutUserId", "search"];
 
 fn audit_view(r: &AuditRecord) -> Value {
     let mut v = json!({
@@ -100,6 +100,7 @@ pub fn audit_params(p: &Params, now: DateTime<Utc>) -> Result<AuditParams, Admin
         kind,
         severity,
         user_id: p.get("userId").cloned(),
+        about_user_id: p.get("aboutUserId").cloned(),
         search,
         offset: (page - 1) * limit,
         limit,
@@ -127,7 +128,10 @@ pub struct AuditLogsQuery {
     r#type: Option<String>,
     /// `info`, `warning`, `error` or `critical` (`INVALID_SEVERITY`).
     severity: Option<String>,
+    /// Records made by this user (the acting user).
     userId: Option<String>,
+    /// Records about this user (`metadata.targetUserId`): keys made for them, their changes and memberships.
+    aboutUserId: Option<String>,
     /// Case-insensitive, in the description and `metadata.operation`; at most 200 characters (`INVALID_SEARCH`).
     search: Option<String>,
 }

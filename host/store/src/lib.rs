@@ -61,7 +61,11 @@ pub struct AuditQuery {
     pub end: chrono::DateTime<chrono::Utc>,
     pub kind: Option<String>,
     pub severity: Option<model::Severity>,
+    /// Records made *by* this user (`user.id`).
     pub user_id: Option<String>,
+    /// Records *about* this user (`metadata.targetUserId`: a key created for
+    /// them, their deactivation, a membership).
+    pub about_user_id: Option<String>,
     /// Case-insensitive substring of the description or `metadata.operation`.
     pub search: Option<String>,
     pub offset: u64,
@@ -79,6 +83,11 @@ impl AuditQuery {
         }
         if let Some(uid) = &self.user_id
             && r.user.as_ref().is_none_or(|u| &u.id != uid)
+        {
+            return false;
+        }
+        if let Some(uid) = &self.about_user_id
+            && r.metadata.get("targetUserId").and_then(|v| v.as_str()) != Some(uid.as_str())
         {
             return false;
         }

@@ -257,7 +257,7 @@ pub fn query(db: &redb::Database, q: &AuditQuery) -> StoreResult<(Vec<AuditRecor
     // Filters the index did not answer need the record's content.
     let filters = [q.kind.is_some(), q.user_id.is_some(), q.severity.is_some()];
     let unindexed = filters.iter().filter(|f| **f).count() > usize::from(indexed.is_some());
-    let content_filter = unindexed || q.search.is_some();
+    let content_filter = unindexed || q.search.is_some() || q.about_user_id.is_some();
     let mut out = Vec::new();
     let mut total = 0u64;
     for key in keys {
