@@ -17,6 +17,14 @@ fn main() {
         tune();
         return;
     }
+    if std::env::args().nth(1).as_deref() == Some("minmax") {
+        min_max();
+        return;
+    }
+    if std::env::args().nth(1).as_deref() == Some("feedback") {
+        feedback();
+        return;
+    }
     println!("page-level, top_k {}; a page counts if it is among the question's answering pages", eval::TOP_K);
     println!("| corpus | ranker | recall@1 | recall@3 | MRR@3 |");
     println!("|---|---|---|---|---|");
@@ -54,5 +62,34 @@ fn tune() {
                 h.recall_at_1, h.recall_at_3, h.mrr_at_3, d.recall_at_1, d.recall_at_3, d.mrr_at_3
             );
         }
+    }
+}
+
+/// Dense pseudo-relevance feedback (weight × documents) on the tuning corpus only.
+fn feedback() {
+    let c = eval::corpora().into_iter().find(|c| c.tuning).expect("a tuning corpus");
+    println!("tuning corpus {}: hybrid recall@1 / recall@3 / MRR@3 with dense feedback", c.name);
+    for feedback_docs in [1, 2, 3, 5] {
+        for dense_feedback in [0.0, 0.25, 0.5, 1.0, 2.0] {
+            let hybrid = Options { dense_feedback, feedback_docs, ..eval::hybrid_options() };
+            let row = eval::report_corpus(&c, &Options::default(), &hybrid).expect("evaluation data");
+            let h = row.get(eval::HYBRID).expect("hybrid");
+            println!(
+                "feedback_docs {feedback_docs} dense_feedback {dense_feedback:>4}: {:.3} / {:.3} / {:.3}",
+                h.recall_at_1, h.recall_at_3, h.mrr_at_3
+            );
+        }
+    }
+}
+
+/// Min-max normalised linear fusion (dense weight swept) on the tuning corpus only.
+fn min_max() {
+    let c = eval::corpora().into_iter().find(|c| c.tuning).expect("a tuning corpus");
+    println!("tuning corpus {}: hybrid recall@1 / recall@3 / MRR@3, min-max fusion", c.name);
+    for dense_weight in [0.25, 0.5, 0.75, 1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0] {
+        let hybrid = Options { dense_weight, min_max_fusion: true, ..eval::hybrid_options() };
+        let row = eval::report_corpus(&c, &Options::default(), &hybrid).expect("evaluation data");
+        let h = row.get(eval::HYBRID).expect("hybrid");
+        println!("dense_weight {dense_weight:>4}: {:.3} / {:.3} / {:.3}", h.recall_at_1, h.recall_at_3, h.mrr_at_3);
     }
 }

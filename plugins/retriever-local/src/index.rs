@@ -63,6 +63,17 @@ pub struct Options {
     /// scores weight / (k + r). 0 = linear fusion instead: a document scores
     /// `lexical_weight * lexical / best lexical + dense_weight * cosine`.
     pub rrf_k: f32,
+    /// Dense pseudo-relevance feedback: after a first fusion the query vector
+    /// moves by this weight towards the mean of the best passages of the
+    /// first `feedback_docs` documents, and the passages are scanned again.
+    /// 0 = none.
+    pub dense_feedback: f32,
+    /// Documents whose best passages feed `dense_feedback`.
+    pub feedback_docs: usize,
+    /// Linear fusion over min-max normalised scores (each ranking spread
+    /// over [0, 1] within the fusion depth) instead of `lexical / best
+    /// lexical + dense_weight × cosine`. Measured on the tuning corpus.
+    pub min_max_fusion: bool,
 }
 
 /// Passage size of a hybrid index unless its config sets one: chosen on the
@@ -93,6 +104,9 @@ impl Default for Options {
             dense_weight: 4.0,
             lexical_weight: 1.0,
             rrf_k: 0.0,
+            dense_feedback: 0.0,
+            feedback_docs: 3,
+            min_max_fusion: false,
         }
     }
 }
@@ -426,7 +440,7 @@ impl Index {
         if self.analyzer.terms(query).next().is_none() {
             return Vec::new();
         }
-        let Some(Dense { model, vectors }) = &self.dense else { return Vec::new() };
+        let Some(Dense { model, .. }) = &self.dense else { return Vec::new() };
         let mut lexical =
             if o.lexical_weight > 0.0 { self.lexical(query, keep_doc).map(|(f, _)| f).unwrap_or_default() } else { Vec::new() };
         top_k(&mut lexical, FUSION_DEPTH);
@@ -434,8 +448,48 @@ impl Index {
         dense::Tokenizer::new(model).tokens(query, &mut ids);
         let mut q = vec![0f32; model.dims()];
         dense::embed_into(model, &ids, &mut q);
-        let (q, q_scale) = dense::quantise(&q);
+        let best_dense = self.dense_scan(&q, keep_doc);
+        let mut fused = self.fuse(&lexical, &best_dense);
+        if o.dense_feedback > 0.0 && o.feedback_docs > 0 {
+            // Pseudo-relevance feedback on the dense side: the query vector
+            // moves towards the best passages of the first fused documents,
+            // then the passages are scanned again.
+            let mut top: Vec<(f32, u32)> = fused.iter().map(|(doc, (score, _))| (*score, *doc)).collect();
+            top_k(&mut top, o.feedback_docs);
+            let share = o.dense_feedback / top.len().max(1) as f32;
+            let mut moved = false;
+            for &(_, doc) in &top {
+                let (_, c) = best_dense[doc as usize];
+                if c == u32::MAX {
+                    continue;
+                }
+                if let Some(Dense { vectors, .. }) = &self.dense {
+                    let (row, scale) = vectors.row(c as usize);
+                    for (a, &r) in q.iter_mut().zip(row) {
+                        *a += share * f32::from(r) * scale;
+                    }
+                    moved = true;
+                }
+            }
+            if moved {
+                let norm = q.iter().map(|x| x * x).sum::<f32>().sqrt();
+                if norm > 0.0 {
+                    q.iter_mut().for_each(|x| *x /= norm);
+                }
+                fused = self.fuse(&lexical, &self.dense_scan(&q, keep_doc));
+            }
+        }
+        let mut picked: Vec<(f32, u32)> = fused.into_values().collect();
+        top_k(&mut picked, k);
+        picked.into_iter().map(|(score, c)| self.hit(c, score)).collect()
+    }
+
+    /// Each document's best passage by cosine with unit vector `q`: (cosine,
+    /// passage), `(-inf, u32::MAX)` for a document with none (or filtered out).
+    fn dense_scan(&self, q: &[f32], keep_doc: &mut dyn FnMut(u32) -> bool) -> Vec<(f32, u32)> {
         let mut best: Vec<(f32, u32)> = vec![(f32::NEG_INFINITY, u32::MAX); self.docs.len()];
+        let Some(Dense { vectors, .. }) = &self.dense else { return best };
+        let (q, q_scale) = dense::quantise(q);
         if q_scale > 0.0 {
             for (c, chunk) in self.chunks.iter().enumerate() {
                 let c = c as u32;
@@ -446,21 +500,42 @@ impl Index {
                 }
             }
         }
-        let mut dense: Vec<(f32, u32)> = best.iter().copied().filter(|e| e.1 != u32::MAX).collect();
-        let best_dense = best;
+        best
+    }
+
+    /// The fused document scores: doc -> (score, representative passage).
+    fn fuse(&self, lexical: &[(f32, u32)], best_dense: &[(f32, u32)]) -> FxHashMap<u32, (f32, u32)> {
+        let o = &self.opts;
+        let mut dense: Vec<(f32, u32)> = best_dense.iter().copied().filter(|e| e.1 != u32::MAX).collect();
         top_k(&mut dense, FUSION_DEPTH);
-        // doc -> (fused score, representative passage)
         let mut fused: FxHashMap<u32, (f32, u32)> = FxHashMap::default();
         if o.rrf_k > 0.0 {
-            for (weight, list) in [(o.lexical_weight, &lexical), (o.dense_weight, &dense)] {
+            for (weight, list) in [(o.lexical_weight, lexical), (o.dense_weight, &dense[..])] {
                 for (rank, &(_, c)) in list.iter().enumerate() {
                     let e = fused.entry(self.chunks[c as usize].doc).or_insert((0.0, c));
                     e.0 += weight / (o.rrf_k + rank as f32 + 1.0);
                 }
             }
+        } else if o.min_max_fusion {
+            // Each ranking's scores spread over [0, 1] between its best and
+            // its last of the fusion depth; a document out of a ranking's
+            // depth gets 0 from it.
+            let span = |l: &[(f32, u32)]| {
+                let hi = l.first().map_or(1.0, |f| f.0);
+                let lo = l.last().map_or(0.0, |f| f.0);
+                (lo, (hi - lo).max(f32::MIN_POSITIVE))
+            };
+            let (llo, lspan) = span(lexical);
+            for &(s, c) in lexical {
+                fused.insert(self.chunks[c as usize].doc, (o.lexical_weight * (s - llo) / lspan, c));
+            }
+            let (dlo, dspan) = span(&dense);
+            for &(s, c) in &dense {
+                fused.entry(self.chunks[c as usize].doc).or_insert((0.0, c)).0 += o.dense_weight * (s - dlo) / dspan;
+            }
         } else {
             let top = lexical.first().map_or(1.0, |f| f.0.max(f32::MIN_POSITIVE));
-            for &(s, c) in &lexical {
+            for &(s, c) in lexical {
                 fused.insert(self.chunks[c as usize].doc, (o.lexical_weight * s / top, c));
             }
             for &(_, c) in &dense {
@@ -473,9 +548,7 @@ impl Index {
                 }
             }
         }
-        let mut picked: Vec<(f32, u32)> = fused.into_values().collect();
-        top_k(&mut picked, k);
-        picked.into_iter().map(|(score, c)| self.hit(c, score)).collect()
+        fused
     }
 
     /// Lexical scores: the best passage of every matching document (with its
