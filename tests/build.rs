@@ -40,7 +40,7 @@ fn main() {
     println!("cargo:rustc-env=TEST_PLUGIN_RELOAD_B={}", built("reload_b").display());
     println!("cargo:rustc-env=TEST_PLUGIN_ECHO_OVERRIDE={}", built("echo_override").display());
     println!("cargo:rustc-env=TEST_PLUGIN_INTERNAL_OVERRIDE={}", built("internal_override").display());
-    for fault in ["trap", "spin", "memory", "recursion", "huge", "escape", "malformed"] {
+    for fault in ["trap", "spin", "memory", "recursion", "huge", "escape", "malformed", "cache"] {
         cargo_build(&root, &base, &["-p", "bad-plugins", "--features", fault]);
         let dest = base.join(format!("bad-{fault}.wasm"));
         std::fs::copy(built("bad_plugins"), &dest).expect("copy the test plugin");

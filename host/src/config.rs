@@ -519,6 +519,18 @@ impl Config {
             }
         }
         for (plugin, settings) in &self.plugins.settings {
+            if settings.writable_cache {
+                if settings.cache_limit_mb == 0 {
+                    return Err(format!("plugins.settings.{plugin}.cache_limit_mb: must be at least 1"));
+                }
+                let guest = gatehouse_plugin_host::cache_folder::GUEST_PATH.trim_start_matches('/');
+                if let Some(dir) = settings.read_only_dirs.iter().find(|d| d.file_name().is_some_and(|n| n == guest)) {
+                    return Err(format!(
+                        "plugins.settings.{plugin}.read_only_dirs: {} would appear at /{guest}, where writable_cache mounts the plugin's cache folder; rename the folder",
+                        dir.display()
+                    ));
+                }
+            }
             for (header, var) in &settings.outbound_header_env {
                 if axum::http::HeaderName::from_bytes(header.as_bytes()).is_err() {
                     return Err(format!("plugins.settings.{plugin}.outbound_header_env: `{header}` is not a valid header name"));
@@ -636,6 +648,9 @@ mod tests {
             ("[chat]\nkey_share = 1.5\n", "chat.key_share"),
             ("[server]\nhttp2_max_concurrent_streams = 0\n", "server.http2_max_concurrent_streams"),
             ("[server]\ntrusted_proxies = [\"10.0.0.0/40\"]\n", "trusted_proxies"),
+            ("[plugins.settings.r]\nwritable_cache = true\ncache_limit_mb = 0\n", "plugins.settings.r.cache_limit_mb"),
+            // A read-only folder named `cache` would hide the writable one at /cache.
+            ("[plugins.settings.r]\nwritable_cache = true\nread_only_dirs = [\"/srv/cache\"]\n", "plugins.settings.r.read_only_dirs"),
         ] {
             let msg = Config::load(Some(write(toml).path())).expect_err(key).to_string();
             assert!(msg.contains(key), "{msg}");

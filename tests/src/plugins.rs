@@ -16,6 +16,8 @@ pub const BAD_RECURSION: &str = env!("TEST_PLUGIN_BAD_RECURSION");
 pub const BAD_HUGE: &str = env!("TEST_PLUGIN_BAD_HUGE");
 pub const BAD_ESCAPE: &str = env!("TEST_PLUGIN_BAD_ESCAPE");
 pub const BAD_MALFORMED: &str = env!("TEST_PLUGIN_BAD_MALFORMED");
+/// A provider that tries to fill its writable cache folder past its cap and to leave it.
+pub const BAD_CACHE: &str = env!("TEST_PLUGIN_BAD_CACHE");
 
 /// Put a component into a watched folder the way operators are told to:
 /// write under a temporary name the loader ignores, then rename into place.

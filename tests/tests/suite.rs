@@ -39,6 +39,8 @@ mod mock_upstream;
 mod openai_sdk;
 #[path = "openapi.rs"]
 mod openapi;
+#[path = "plugin_cache.rs"]
+mod plugin_cache;
 #[path = "plugins.rs"]
 mod plugins;
 #[path = "policy_selection.rs"]

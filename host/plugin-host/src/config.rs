@@ -33,6 +33,11 @@ pub struct PluginsConfig {
     /// watched-folder file may replace, by name. Empty by default: a file
     /// declaring one of those names is refused.
     pub allow_policy_overrides: Vec<String>,
+    /// Where the writable cache folders of plugins granted one
+    /// (`settings.<name>.writable_cache`) live: `<this>/<plugin name>/`.
+    /// Default `<data_dir>/plugin-cache`. Not inside `cache_dir`: wasmtime's
+    /// compile-cache cleaner deletes every file there it did not write.
+    pub plugin_cache_dir: Option<PathBuf>,
     /// Per-plugin settings by plugin name.
     pub settings: BTreeMap<String, PluginSettings>,
 }
@@ -48,6 +53,7 @@ impl Default for PluginsConfig {
             reload_debounce_ms: 100,
             max_component_mb: 64,
             allow_policy_overrides: Vec::new(),
+            plugin_cache_dir: None,
             settings: BTreeMap::new(),
         }
     }
@@ -69,6 +75,13 @@ pub struct PluginSettings {
     /// the same name that it sets itself is replaced. Read at start and at
     /// every config reload; a variable that is not set stops either.
     pub outbound_header_env: BTreeMap<String, String>,
+    /// A folder of its own the plugin may write, mounted read-write at
+    /// `/cache` (`plugins.plugin_cache_dir/<plugin name>/`, created by the
+    /// host): a retriever keeps its passage vectors there across restarts.
+    /// Writes past `cache_limit_mb` fail; links cannot be made.
+    pub writable_cache: bool,
+    /// Size cap of the writable cache folder (bytes of its files), MiB.
+    pub cache_limit_mb: u64,
 }
 
 impl Default for PluginSettings {
@@ -78,6 +91,8 @@ impl Default for PluginSettings {
             allowed_outbound_hosts: Vec::new(),
             read_only_dirs: Vec::new(),
             outbound_header_env: BTreeMap::new(),
+            writable_cache: false,
+            cache_limit_mb: 256,
         }
     }
 }
@@ -90,6 +105,11 @@ impl PluginsConfig {
     /// `max_component_mb` in bytes.
     pub fn max_component_bytes(&self) -> u64 {
         self.max_component_mb.saturating_mul(1024 * 1024)
+    }
+
+    /// The folder holding the plugins' writable cache folders.
+    pub fn plugin_cache_root(&self, data_dir: &std::path::Path) -> PathBuf {
+        self.plugin_cache_dir.clone().unwrap_or_else(|| data_dir.join("plugin-cache"))
     }
 
     pub fn cache_dir(&self) -> Option<PathBuf> {

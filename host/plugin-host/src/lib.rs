@@ -22,6 +22,7 @@
 //! as data.
 
 mod bindings;
+pub mod cache_folder;
 pub mod config;
 mod engine;
 pub mod folder;
@@ -164,10 +165,13 @@ struct Loader {
     /// (`epoch_tick_ms`, `memory_limit_mb`); a reload can lower the memory cap, not raise it.
     tick_ms: u64,
     max_memory_bytes: usize,
+    /// The server's data dir (the default home of the plugins' cache
+    /// folders); `None` when a file is only inspected.
+    data_dir: Option<PathBuf>,
 }
 
 impl Loader {
-    fn new(cfg: &PluginsConfig) -> anyhow::Result<Loader> {
+    fn new(cfg: &PluginsConfig, data_dir: Option<&Path>) -> anyhow::Result<Loader> {
         let engine = engine::build(cfg)?;
         let tick_ms = cfg.epoch_tick_ms.max(1);
         engine::start_ticker(&engine, Duration::from_millis(tick_ms));
@@ -177,6 +181,7 @@ impl Loader {
             config: ArcSwap::from_pointee(cfg.clone()),
             tick_ms,
             max_memory_bytes: memory_bytes(cfg),
+            data_dir: data_dir.map(Path::to_path_buf),
         })
     }
 
@@ -195,6 +200,23 @@ impl Loader {
             deadline_ms: cfg.call_timeout_ms,
             tick_ms: self.tick_ms,
             memory_bytes: memory_bytes(&cfg).min(self.max_memory_bytes),
+            cache: self.cache_folder(&cfg, name, &settings),
+        }
+    }
+
+    /// The plugin's writable cache folder, when granted and it can be made.
+    fn cache_folder(&self, cfg: &PluginsConfig, name: &str, settings: &PluginSettings) -> Option<Arc<cache_folder::CacheFolder>> {
+        if !settings.writable_cache || name.is_empty() {
+            return None;
+        }
+        let root = cfg.plugin_cache_root(self.data_dir.as_deref()?);
+        let limit = settings.cache_limit_mb.saturating_mul(1024 * 1024);
+        match cache_folder::CacheFolder::prepare(&root, name, limit) {
+            Ok(f) => Some(f),
+            Err(e) => {
+                tracing::error!(plugin = name, "plugins.settings.{name}.writable_cache: {e}; the plugin runs without it");
+                None
+            }
         }
     }
 
@@ -227,7 +249,7 @@ impl PluginRuntime {
         bundled_components: Bundled,
         events: Arc<dyn PluginEventSink>,
     ) -> anyhow::Result<Arc<Self>> {
-        let loader = Loader::new(cfg)?;
+        let loader = Loader::new(cfg, Some(data_dir))?;
         let mut bundled = BTreeMap::new();
         for (crate_name, bytes) in bundled_components {
             match loader.load(bytes, Source::Bundled) {
@@ -280,7 +302,7 @@ impl PluginRuntime {
 
     /// Config reload: plugins loaded from now on, and every loaded plugin's
     /// next call, get the new grants and limits (`[plugins.settings.<name>]`
-    /// `allowed_outbound_hosts` and `read_only_dirs`, `call_timeout_ms`,
+    /// `allowed_outbound_hosts`, `read_only_dirs` and `writable_cache`, `call_timeout_ms`,
     /// `memory_limit_mb` up to its value at start). Warm retriever instances
     /// made under the old grants are replaced (by their owner: the host's knowledge bases). Returns the names
     /// of the plugins whose grants changed.
@@ -383,7 +405,7 @@ impl PluginRuntime {
             anyhow::bail!("{}: {size} bytes, over plugins.max_component_mb ({} MiB)", path.display(), cfg.max_component_mb);
         }
         let bytes = std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
-        let loader = Loader::new(cfg)?;
+        let loader = Loader::new(cfg, None)?;
         loader.load(&bytes, Source::File(path.to_path_buf())).map(|p| p.summary()).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
     }
 

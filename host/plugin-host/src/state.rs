@@ -1,6 +1,7 @@
 //! What one plugin call's `Store` holds: an empty WASI context (no env, no
-//! args, no network, no stdio; only the read-only folders the operator
-//! granted), the memory limiter, and the plugin's name for its log lines.
+//! args, no network, no stdio; only the folders the operator granted:
+//! read-only ones, and the plugin's own cache folder), the memory limiter,
+//! the cache folder's count, and the plugin's name for its log lines.
 //!
 //! A call whose plugin was granted no folders gets its WASI context only when
 //! the guest first reaches WASI (most calls never do): building one seeds two
@@ -14,6 +15,7 @@ use wasmtime::component::ResourceTable;
 use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::bindings;
+use super::cache_folder::{CacheFolder, Full};
 
 /// Caps linear memory and records whether it refused a growth.
 pub struct Limiter {
@@ -45,6 +47,8 @@ pub struct CallState {
     pub limiter: Limiter,
     /// Outbound HTTP grant (retrievers).
     pub outbound: Arc<super::outbound::Grant>,
+    /// The plugin's writable cache folder, and whether this store has measured it yet.
+    cache: Option<(Arc<CacheFolder>, bool)>,
     log_lines: u32,
 }
 
@@ -52,7 +56,51 @@ impl CallState {
     /// `wasi`: the context with the plugin's granted folders, or `None` for
     /// the empty context, built on first use.
     pub fn new(plugin: Arc<str>, wasi: Option<WasiCtx>, max_memory: usize, outbound: Arc<super::outbound::Grant>) -> Self {
-        CallState { plugin, wasi, table: ResourceTable::new(), limiter: Limiter { max_memory, refused: false }, outbound, log_lines: 0 }
+        CallState {
+            plugin,
+            wasi,
+            table: ResourceTable::new(),
+            limiter: Limiter { max_memory, refused: false },
+            outbound,
+            cache: None,
+            log_lines: 0,
+        }
+    }
+
+    /// The store mounts `folder` writable: its writes are charged to it.
+    pub fn with_cache(mut self, folder: Option<Arc<CacheFolder>>) -> Self {
+        self.cache = folder.map(|f| (f, false));
+        self
+    }
+
+    /// Whether the store has a writable cache folder.
+    pub fn has_cache(&self) -> bool {
+        self.cache.is_some()
+    }
+
+    /// The cache folder, measured if this store had not yet (see `crate::cache_folder`).
+    pub fn cache_folder(&mut self) -> Option<Arc<CacheFolder>> {
+        let (folder, measured) = self.cache.as_mut()?;
+        if !*measured {
+            folder.remeasure();
+            *measured = true;
+        }
+        Some(folder.clone())
+    }
+
+    /// Charge a write to the cache folder (a store without one has no writable folder: nothing to count).
+    pub fn charge_cache(&mut self, bytes: u64, entries: u64) -> Result<(), Full> {
+        match self.cache_folder() {
+            Some(f) => f.charge(bytes, entries),
+            None => Ok(()),
+        }
+    }
+
+    /// Give back a charge whose write failed.
+    pub fn release_cache(&mut self, bytes: u64, entries: u64) {
+        if let Some((f, _)) = &self.cache {
+            f.release(bytes, entries);
+        }
     }
 
     /// A warm instance's next call starts: fresh per-call budgets.

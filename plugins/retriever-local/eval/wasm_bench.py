@@ -6,7 +6,8 @@
 
 The example is a WASI command component; the library's host-log import is
 stubbed (the bench never logs). Further arguments are passed on (the number
-of documents, 10,000 by default). The model folder is mounted read-only at its
+of documents, 10,000 by default; the ranker; a corpus folder to read instead of
+the synthetic one). The model folder is mounted read-only at its
 own path, as the example names the model file by its path in the repository.
 """
 import os, sys, time
@@ -25,7 +26,12 @@ store = Store(engine)
 store.set_limits(memory_size=int(os.environ.get("WASM_BENCH_MEMORY_MB", "64")) << 20)
 w = WasiConfig()
 w.inherit_stdout(); w.inherit_stderr()
-w.argv = ["bench"] + sys.argv[2:]
+args = sys.argv[2:]
+# A corpus folder as the third argument after the component (see synthetic_bench): mounted at its own path.
+if len(args) >= 3:
+    args = args[:2] + [os.path.realpath(args[2])]
+    w.preopen_dir(args[2], args[2])
+w.argv = ["bench"] + args
 # The model file, at the path the example was built with (read-only, as the host grants it).
 model_dir = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "model")
 w.preopen_dir(os.path.realpath(model_dir), os.path.realpath(model_dir))

@@ -1,6 +1,6 @@
 //! Index build time, memory and query latency on the synthetic corpus.
 //!
-//! `cargo run --release -p retriever-local --example synthetic_bench [-- DOCS [RANKER]]`
+//! `cargo run --release -p retriever-local --example synthetic_bench [-- DOCS [RANKER [FOLDER]]]`
 //!
 //! Builds the index over `DOCS` (default 10,000) documents from
 //! [`retriever_local::synthetic::corpus`], then runs 2,000 queries of two to
@@ -18,7 +18,13 @@ const REPEATS: usize = 5;
 fn main() {
     let n: usize = std::env::args().nth(1).and_then(|a| a.parse().ok()).unwrap_or(10_000);
     let started = Instant::now();
-    let corpus = synthetic::corpus(n, 42);
+    // A third argument names a folder to read instead (a real corpus, such as
+    // an evaluation corpus with its long passages; in wasm, mounted at its path).
+    let corpus = match std::env::args().nth(3) {
+        Some(dir) => retriever_local::eval::load_corpus(std::path::Path::new(&dir)).unwrap_or_else(|e| panic!("{e}")),
+        None => synthetic::corpus(n, 42),
+    };
+    let n = corpus.len();
     let generated = started.elapsed();
     let bytes: usize = corpus.iter().map(|(_, t)| t.len()).sum();
     println!("corpus: {n} documents, {:.2} MB (generated in {} ms)", bytes as f64 / 1e6, generated.as_millis());

@@ -7,10 +7,12 @@
 //! - [`DirCache`]: one file per knowledge base in a folder (`vector_cache`),
 //!   read at build and rewritten with exactly the vectors of the new index, so
 //!   it never grows past one index's vectors. It is written to a temporary
-//!   name and renamed into place, so a reader never sees half a file. Where
-//!   the folder is read-only or missing (the host grants plugins read-only
-//!   folders only, today), it still serves what it can read, and the write
-//!   fails with a message the caller logs; retrieval works either way.
+//!   name and renamed into place, so a reader never sees half a file. Inside
+//!   the server the folder is the plugin's own writable cache folder (the
+//!   host grants it with `writable_cache` and names it `/cache` in the
+//!   config). Where the folder is read-only, missing or full, it still serves
+//!   what it can read, and the write fails with a message the caller logs
+//!   (leaving no partial file); retrieval works either way.
 //!
 //! File format (little-endian): `b"GHVC"`, u32 version = 1, u64 model hash,
 //! u32 dims, then records of (u128 key, f32 scale, dims × i8), then the
@@ -132,8 +134,12 @@ impl<'a> DirCache<'a> {
         out.extend_from_slice(&sum.to_le_bytes());
         let tmp = self.path.with_extension(format!("vec.{}.tmp", writer_id()));
         let shown = self.path.display();
-        std::fs::write(&tmp, &out).map_err(|e| format!("cannot write the vector cache {shown}: {e}"))?;
-        std::fs::rename(&tmp, &self.path).map_err(|e| format!("cannot write the vector cache {shown}: {e}"))?;
+        // A write cut short (a full cache folder) leaves no partial file to hold its room.
+        let written = std::fs::write(&tmp, &out).and_then(|()| std::fs::rename(&tmp, &self.path));
+        if let Err(e) = written {
+            let _ = std::fs::remove_file(&tmp);
+            return Err(format!("cannot write the vector cache {shown}: {e}"));
+        }
         Ok(true)
     }
 }

@@ -210,14 +210,13 @@ pub const TOP_K: usize = 4;
 pub const HELD_OUT_BAR: f64 = 0.08;
 
 /// The recall@1 margin over chunked BM25 that the test holds hybrid retrieval
-/// to on each held-out corpus: the bar where it is reached, the
-/// measured margin where it is not (perl-manual: +0.050, three questions of
-/// 60, short of the bar by two). A change that loses one question there fails.
-pub fn held_out_floor(corpus: &str) -> f64 {
-    match corpus {
-        "perl-manual" => 3.0 / 60.0 - 1e-9,
-        _ => HELD_OUT_BAR - 1e-9,
-    }
+/// to on each held-out corpus: the bar, now reached on every one
+/// (measured +0.133 / +0.083 / +0.100 on debian-faq / postgres-admin /
+/// perl-manual with the window re-ranking chosen on the tuning corpus; the
+/// perl-manual floor was the measured +0.050 before it). A corpus where a
+/// later change misses the bar gets its measured margin here, with the reason.
+pub fn held_out_floor(_corpus: &str) -> f64 {
+    HELD_OUT_BAR - 1e-9
 }
 
 /// Size of the chunks of the chunked plain-BM25 baseline, in words.
@@ -395,7 +394,7 @@ mod tests {
 
     /// The tuning corpus's hybrid figures, so that a change to the dense
     /// side that only the tuning corpus would show is caught too (measured:
-    /// recall@1 +0.043, MRR@3 +0.040 over lexical).
+    /// recall@1 +0.043, MRR@3 +0.049 over lexical).
     #[test]
     fn hybrid_beats_lexical_on_the_tuning_corpus() {
         let c = corpora().into_iter().find(|c| c.tuning).expect("tuning corpus");

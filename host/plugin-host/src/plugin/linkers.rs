@@ -21,6 +21,7 @@ impl Linkers {
         let base = || -> anyhow::Result<Linker<CallState>> {
             let mut l = Linker::new(engine);
             wasmtime_wasi::p2::add_to_linker_async(&mut l).map_err(wt)?;
+            super::write_guard::add(&mut l).map_err(wt)?;
             Ok(l)
         };
         let mut provider = base()?;

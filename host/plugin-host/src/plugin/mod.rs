@@ -38,6 +38,7 @@ mod session;
 pub mod shield_calls;
 mod store;
 mod summary;
+mod write_guard;
 
 pub(crate) use executor::{drive, off_async};
 pub(crate) use linkers::Linkers;
@@ -128,6 +129,9 @@ pub struct Grants {
     pub tick_ms: u64,
     /// Linear-memory cap of one instance.
     pub memory_bytes: usize,
+    /// The plugin's own writable folder, mounted at `cache_folder::GUEST_PATH`
+    /// (`writable_cache`); `None` when not granted or it could not be made.
+    pub cache: Option<Arc<crate::cache_folder::CacheFolder>>,
 }
 
 enum Pre {

@@ -13,7 +13,7 @@ impl Plugin {
         let grants = self.grants.load();
         // With folders to mount the context is built now, so a folder that
         // cannot be opened fails this call rather than a later WASI call.
-        let wasi = if grants.read_only_dirs.is_empty() && mounts.is_empty() {
+        let wasi = if grants.read_only_dirs.is_empty() && mounts.is_empty() && grants.cache.is_none() {
             None
         } else {
             let mut b = WasiCtxBuilder::new();
@@ -27,9 +27,15 @@ impl Plugin {
                     detail: format!("cannot mount {}: {e}", dir.display()),
                 })?;
             }
+            if let Some(cache) = &grants.cache {
+                b.preopened_dir(&cache.host_path, crate::cache_folder::GUEST_PATH, FsPerms::ReadWrite).map_err(|e| {
+                    PluginError::Failed { plugin: self.name.clone(), detail: format!("cannot mount {}: {e}", cache.host_path.display()) }
+                })?;
+            }
             Some(b.build())
         };
-        let state = CallState::new(self.name.as_str().into(), wasi, grants.memory_bytes, grants.outbound.clone());
+        let state =
+            CallState::new(self.name.as_str().into(), wasi, grants.memory_bytes, grants.outbound.clone()).with_cache(grants.cache.clone());
         let mut store = Store::new(&self.engine, state);
         store.limiter(|s| &mut s.limiter);
         set_deadline(&mut store, grants.deadline_ticks);

@@ -3,7 +3,9 @@
 //! Retrievers are the one plugin kind with warm state (an in-memory index), so
 //! unlike the other kinds they are not instantiated per call: each knowledge
 //! base has a small pool of long-lived instances, built lazily and kept
-//! between calls. Its folder is mounted read-only at `/kb` and watched; a
+//! between calls. Its folder is mounted read-only at `/kb` and watched (a
+//! retriever granted a writable cache folder is told to keep its vectors in
+//! it, as `vector_cache`); a
 //! change builds a fresh instance in the background (a new index) and swaps it
 //! in when it is ready, so queries never wait for a re-index and the next
 //! query after the swap sees the change. A reloaded plugin or a changed
@@ -143,10 +145,17 @@ impl IndexPool {
         if folder.is_some() {
             config["root"] = serde_json::json!(GUEST_ROOT);
         }
+        let grants = plugin.grants();
+        // A retriever granted its own writable folder keeps its passage
+        // vectors there (one file per knowledge base), unless the index names
+        // a folder itself: a restart then recomputes none.
+        if grants.cache.is_some() && config.get("vector_cache").is_none() {
+            config["vector_cache"] = serde_json::json!(gatehouse_plugin_host::cache_folder::GUEST_PATH);
+        }
         let pool = Arc::new(IndexPool {
             index: index.to_owned(),
             settings: ix.clone(),
-            grants: plugin.grants(),
+            grants,
             plugin,
             folder,
             config_json: config.to_string(),

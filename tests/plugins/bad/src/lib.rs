@@ -4,7 +4,10 @@
 //! (returns a 64 MiB body), `escape` (tries to read host files, list the
 //! root, open a socket and read the environment: it traps with `ESCAPED` if
 //! any of that works, else reports how the sandbox held), `malformed`
-//! (describes a `file://` request with a header-injection attempt).
+//! (describes a `file://` request with a header-injection attempt), `cache`
+//! (tries to fill its writable cache folder past its cap, to link out of it
+//! and to write beside it: it traps with `ESCAPED` if a link or a file
+//! outside is made, else reports how far it got).
 //! `parse-*` answer normally.
 
 use gatehouse_sdk::provider::exports::gatehouse::plugin::provider_api::{
@@ -25,6 +28,8 @@ fn name() -> &'static str {
         "bad-escape"
     } else if cfg!(feature = "malformed") {
         "bad-malformed"
+    } else if cfg!(feature = "cache") {
+        "bad-cache"
     } else {
         "bad-huge"
     }
@@ -90,6 +95,59 @@ fn escape() -> String {
     format!("sandbox held: {}", held.join("; "))
 }
 
+/// Try to leave the cache folder and to fill it past its cap; what each attempt met.
+fn fill_cache() -> String {
+    let mut held = Vec::new();
+    // A link to the root, and a hard link: either would lead out of the folder.
+    match std::fs::write("/cache/seed", b"seed") {
+        Ok(()) => held.push("seed: written".into()),
+        Err(e) => held.push(format!("seed: {e}")),
+    }
+    #[expect(deprecated, reason = "the one stable way to make a symbolic link on WASI")]
+    match std::fs::soft_link("/", "/cache/root") {
+        Ok(()) => panic!("ESCAPED: made a symbolic link to /"),
+        Err(e) => held.push(format!("symlink: {e}")),
+    }
+    match std::fs::hard_link("/cache/seed", "/cache/seed-link") {
+        Ok(()) => panic!("ESCAPED: made a hard link"),
+        Err(e) => held.push(format!("hard link: {e}")),
+    }
+    for outside in ["/cache/../outside.txt", "/outside.txt"] {
+        if std::fs::write(outside, b"x").is_ok() {
+            panic!("ESCAPED: wrote {outside}");
+        }
+    }
+    held.push("outside: refused".into());
+    // Bytes: 256 KiB files until a write fails.
+    let chunk = vec![7u8; 256 * 1024];
+    let mut written = 0usize;
+    let mut stop = String::from("never refused");
+    for i in 0..64 {
+        match std::fs::write(format!("/cache/fill-{i}"), &chunk) {
+            Ok(()) => written += chunk.len(),
+            Err(e) => {
+                stop = e.to_string();
+                break;
+            }
+        }
+    }
+    held.push(format!("bytes: {written} written, then {stop}"));
+    // Entries: empty files until one is refused.
+    let mut files = 0;
+    let mut stop = String::from("never refused");
+    for i in 0..2000 {
+        match std::fs::File::create(format!("/cache/e-{i}")) {
+            Ok(_) => files += 1,
+            Err(e) => {
+                stop = e.to_string();
+                break;
+            }
+        }
+    }
+    held.push(format!("files: {files} made, then {stop}"));
+    format!("cache held: {}", held.join("; "))
+}
+
 struct Bad;
 
 impl Guest for Bad {
@@ -105,6 +163,9 @@ impl Guest for Bad {
     fn build_request(_up: Upstream, _request: ChatRequest) -> Result<HttpRequest, ProviderError> {
         if cfg!(feature = "escape") {
             return Err(ProviderError { class: ErrorClass::ServerError, message: format!("{}: {}", name(), escape()) });
+        }
+        if cfg!(feature = "cache") {
+            return Err(ProviderError { class: ErrorClass::ServerError, message: format!("{}: {}", name(), fill_cache()) });
         }
         if cfg!(feature = "malformed") {
             return Ok(HttpRequest {
