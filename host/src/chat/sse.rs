@@ -72,11 +72,18 @@ impl std::error::Error for SseError {}
 
 /// Turns a byte stream into [`SseEvent`]s, one chunk at a time.
 ///
-/// ```ignore
+/// ```
+/// # use gatehouse::chat::sse::{SseDecoder, SseError};
+/// # fn main() -> Result<(), SseError> {
 /// let mut dec = SseDecoder::new();
-/// let mut events = dec.push(b"data: hel")?;          // nothing yet
-/// events.extend(dec.push(b"lo\n\n")?);               // one event, data "hello"
-/// events.extend(dec.finish()?);                      // at end of input
+/// let mut events = dec.push(b"data: hel")?; // nothing yet
+/// assert!(events.is_empty());
+/// events.extend(dec.push(b"lo\n\n")?); // one event, data "hello"
+/// events.extend(dec.finish()?); // at end of input
+/// assert_eq!(events.len(), 1);
+/// assert_eq!(events[0].data, "hello");
+/// # Ok(())
+/// # }
 /// ```
 #[derive(Debug)]
 pub struct SseDecoder {

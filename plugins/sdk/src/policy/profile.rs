@@ -54,9 +54,27 @@ impl Profile {
 /// Declare a built-in policy component: its registry name, description and
 /// [`Profile`]. Defines `pub const PROFILE` and exports the component.
 ///
-/// ```ignore
+/// ```
 /// use gatehouse_sdk::policy::prelude::*;
-/// builtin_policy!("public", "for public-facing apps", Profile { /* … */ });
+///
+/// builtin_policy!(
+///     "careful",
+///     "PII redacted and restored, secrets blocked, strict Prompt Shield",
+///     Profile {
+///         confidential_providers_only: false,
+///         pii: DataAction::Redact,
+///         dlp: DataAction::Block,
+///         restore_pii: true,
+///         shield_mode: ShieldMode::Strict,
+///         shield_may_disable: false,
+///         withhold_on_canary_leak: true,
+///         log_prompts: false,
+///     }
+/// );
+///
+/// fn main() {
+///     assert_eq!(PROFILE.shield_mode, ShieldMode::Strict);
+/// }
 /// ```
 #[macro_export]
 macro_rules! builtin_policy {
