@@ -362,8 +362,12 @@ impl Default for PoliciesConfig {
 pub struct WebhooksConfig {
     /// Allow private, loopback and link-local targets (`WEBHOOKS_ALLOW_PRIVATE=true`).
     pub allow_private: bool,
-    /// Delay before each attempt, in seconds (default: 0, 10, 60).
-    pub retry_delays_secs: Vec<u64>,
+    /// Delay before each attempt, in seconds (default: 0, 10, 60); its
+    /// length is the number of attempts. See [`WebhooksConfig::retry_delays`].
+    pub retry_delays_secs: Option<Vec<u64>>,
+    /// The same in milliseconds, for delays under a second or between whole
+    /// seconds; set one of the two.
+    pub retry_delays_ms: Option<Vec<u64>>,
     /// Timeout of one attempt.
     pub timeout_ms: u64,
     /// Consecutive failed deliveries that disable an endpoint.
@@ -383,11 +387,25 @@ pub struct WebhooksConfig {
     pub events_retention_days: u64,
 }
 
+impl WebhooksConfig {
+    /// The delay before each attempt, from whichever of `retry_delays_ms` and
+    /// `retry_delays_secs` is set (`Config::check` refuses both), else 0, 10 and
+    /// 60 seconds. Checked to fit `chrono::Duration` and a date when loaded.
+    pub fn retry_delays(&self) -> Vec<chrono::Duration> {
+        match (&self.retry_delays_ms, &self.retry_delays_secs) {
+            (Some(ms), _) => ms.iter().map(|&m| chrono::Duration::milliseconds(m as i64)).collect(),
+            (None, Some(secs)) => secs.iter().map(|&s| chrono::Duration::seconds(s as i64)).collect(),
+            (None, None) => [0, 10, 60].into_iter().map(chrono::Duration::seconds).collect(),
+        }
+    }
+}
+
 impl Default for WebhooksConfig {
     fn default() -> Self {
         WebhooksConfig {
             allow_private: false,
-            retry_delays_secs: vec![0, 10, 60],
+            retry_delays_secs: None,
+            retry_delays_ms: None,
             timeout_ms: 5_000,
             disable_after: 20,
             poll_interval_ms: 100,
@@ -565,8 +583,13 @@ impl Config {
         if self.server.max_body_bytes < 300 * 1024 {
             return Err("server.max_body_bytes: must be at least 307200 so a 256 KB message fits".into());
         }
-        if self.webhooks.retry_delays_secs.is_empty() {
-            return Err("webhooks.retry_delays_secs: give at least one attempt".into());
+        match (&self.webhooks.retry_delays_secs, &self.webhooks.retry_delays_ms) {
+            (Some(_), Some(_)) => return Err("webhooks: set retry_delays_secs or retry_delays_ms, not both".into()),
+            (Some(d), None) | (None, Some(d)) if d.is_empty() => {
+                let name = if self.webhooks.retry_delays_ms.is_some() { "retry_delays_ms" } else { "retry_delays_secs" };
+                return Err(format!("webhooks.{name}: give at least one attempt"));
+            }
+            _ => {}
         }
         // These are added to dates with chrono, which panics on overflow
         // (found by the `config` fuzz target): keep them to sane spans.
@@ -574,8 +597,11 @@ impl Config {
         if too_long(self.chat.idempotency_ttl_secs) {
             return Err(format!("chat.idempotency_ttl_secs: at most {MAX_SPAN_SECS} (ten years)"));
         }
-        if self.webhooks.retry_delays_secs.iter().any(|&s| too_long(s)) {
+        if self.webhooks.retry_delays_secs.iter().flatten().any(|&s| too_long(s)) {
             return Err(format!("webhooks.retry_delays_secs: each delay at most {MAX_SPAN_SECS} (ten years)"));
+        }
+        if self.webhooks.retry_delays_ms.iter().flatten().any(|&ms| too_long(ms / 1000)) {
+            return Err(format!("webhooks.retry_delays_ms: each delay at most {MAX_SPAN_SECS}000 (ten years)"));
         }
         if too_long(self.webhooks.poll_interval_ms / 1000) {
             return Err(format!("webhooks.poll_interval_ms: at most {MAX_SPAN_SECS}000 (ten years)"));
@@ -607,7 +633,7 @@ mod tests {
         assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
         assert_eq!(c.limits.chat.per_minute, 60);
         assert_eq!(c.limits.chat.per_day, 100);
-        assert_eq!(c.webhooks.retry_delays_secs, vec![0, 10, 60]);
+        assert_eq!(c.webhooks.retry_delays(), [0, 10, 60].map(chrono::Duration::seconds));
         assert!(c.providers.contains_key("echo"));
     }
 
@@ -667,10 +693,22 @@ mod tests {
     }
 
     #[test]
+    fn webhook_retry_delays_come_in_seconds_or_milliseconds() {
+        let c = Config::load(Some(write("[webhooks]\nretry_delays_ms = [0, 250, 1500]\n").path())).expect("valid");
+        assert_eq!(c.webhooks.retry_delays(), [0, 250, 1500].map(chrono::Duration::milliseconds));
+        let c = Config::load(Some(write("[webhooks]\nretry_delays_secs = [1, 2]\n").path())).expect("valid");
+        assert_eq!(c.webhooks.retry_delays(), [1, 2].map(chrono::Duration::seconds));
+    }
+
+    #[test]
     fn spans_that_would_overflow_a_date_are_refused() {
         for (toml, key) in [
             ("[chat]\nidempotency_ttl_secs = 9223372036854775807\n", "chat.idempotency_ttl_secs"),
             ("[webhooks]\nretry_delays_secs = [0, 99999999999999]\n", "webhooks.retry_delays_secs"),
+            ("[webhooks]\nretry_delays_ms = [0, 99999999999999999]\n", "webhooks.retry_delays_ms"),
+            ("[webhooks]\nretry_delays_ms = []\n", "webhooks.retry_delays_ms"),
+            ("[webhooks]\nretry_delays_secs = []\n", "webhooks.retry_delays_secs"),
+            ("[webhooks]\nretry_delays_secs = [0]\nretry_delays_ms = [0]\n", "not both"),
             ("[webhooks]\npoll_interval_ms = 9223372036854775807\n", "webhooks.poll_interval_ms"),
             ("[webhooks]\nevents_retention_days = 9223372036854775807\n", "webhooks.events_retention_days"),
         ] {

@@ -169,7 +169,7 @@ pub fn config(data: &[u8]) {
     match loaded {
         Ok(c) => {
             assert!(c.server.max_body_bytes >= 300 * 1024);
-            assert!(!c.webhooks.retry_delays_secs.is_empty());
+            assert!(!c.webhooks.retry_delays().is_empty());
             for l in [c.limits.chat, c.limits.admin_read] {
                 assert!(l.per_minute > 0 && l.per_hour > 0 && l.per_day > 0 && l.per_month > 0);
             }
@@ -200,8 +200,8 @@ fn check_clock_arithmetic(c: &Config) {
         assert!(later.checked_add_signed(d).is_some(), "{what}: {secs} s overflows a date");
     };
     add_secs("chat.idempotency_ttl_secs", c.chat.idempotency_ttl_secs);
-    for &s in &c.webhooks.retry_delays_secs {
-        add_secs("webhooks.retry_delays_secs", s);
+    for d in c.webhooks.retry_delays() {
+        assert!(later.checked_add_signed(d).is_some(), "webhooks.retry_delays_*: {d} overflows a date");
     }
     let poll = chrono::Duration::try_milliseconds(c.webhooks.poll_interval_ms.max(1) as i64);
     assert!(poll.is_some_and(|p| later.checked_add_signed(p).is_some()), "webhooks.poll_interval_ms overflows a date");

@@ -210,11 +210,12 @@ fn example_verifies(interpreter: &str, secret: &str, hit: &Hit) -> Option<bool> 
 
 // ---------------------------------------------------------------- gateway helpers
 
-/// A gateway allowed to call loopback, with fast retries (`delays` seconds).
-fn gateway(delays: &str, timeout_ms: u64, extra: &str) -> Server {
+/// A gateway allowed to call loopback, with fast retries (`retries`: the
+/// `retry_delays_secs` or `retry_delays_ms` line).
+fn gateway(retries: &str, timeout_ms: u64, extra: &str) -> Server {
     Server::builder()
         .env("WEBHOOKS_ALLOW_PRIVATE", "true")
-        .toml(&format!("[webhooks]\nretry_delays_secs = {delays}\ntimeout_ms = {timeout_ms}\npoll_interval_ms = 50\n{extra}"))
+        .toml(&format!("[webhooks]\n{retries}\ntimeout_ms = {timeout_ms}\npoll_interval_ms = 50\n{extra}"))
         .start()
 }
 
@@ -307,7 +308,7 @@ async fn wait_endpoint(s: &Server, id: &str, within: Duration, pred: impl Fn(&Va
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn management_routes_show_the_secret_once_and_validate_events() {
     let rx = Receiver::start(Reply::Status(200)).await;
-    let s = gateway("[0, 1, 2]", 2000, "");
+    let s = gateway("retry_delays_secs = [0, 1, 2]", 2000, "");
 
     let (st, v) = call(
         &s,
@@ -416,7 +417,7 @@ async fn management_routes_show_the_secret_once_and_validate_events() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn test_deliveries_are_signed_verifiable_and_shown_in_the_view() {
     let rx = Receiver::start(Reply::Status(204)).await;
-    let s = gateway("[0, 1, 2]", 2000, "");
+    let s = gateway("retry_delays_secs = [0, 1, 2]", 2000, "");
     let (id, secret) = create(&s, &rx.url, json!(["api:limit_reached"])).await;
     let (event_id, delivery_id) = send_test(&s, &id).await;
     assert!(event_id.starts_with("evt_test_"), "{event_id}");
@@ -463,7 +464,8 @@ fn uuid_like(s: &str) -> bool {
 async fn failed_attempts_are_retried_on_schedule_with_the_same_delivery_id() {
     let rx = Receiver::start(Reply::Status(200)).await;
     rx.script([Reply::Status(500), Reply::Status(503)]);
-    let s = gateway("[0, 1, 2]", 2000, "");
+    // Delays under a second and between whole seconds.
+    let s = gateway("retry_delays_ms = [0, 600, 1250]", 2000, "");
     let (id, secret) = create(&s, &rx.url, json!(["*"])).await;
     let (_, delivery_id) = send_test(&s, &id).await;
     let hits = rx.wait_for(3, Duration::from_secs(15)).await;
@@ -474,8 +476,8 @@ async fn failed_attempts_are_retried_on_schedule_with_the_same_delivery_id() {
     }
     let gap1 = hits[1].at - hits[0].at;
     let gap2 = hits[2].at - hits[1].at;
-    assert!(gap1 >= Duration::from_millis(900) && gap1 < Duration::from_secs(3), "{gap1:?}");
-    assert!(gap2 >= Duration::from_millis(1900) && gap2 < Duration::from_secs(4), "{gap2:?}");
+    assert!(gap1 >= Duration::from_millis(550) && gap1 < Duration::from_millis(2500), "{gap1:?}");
+    assert!(gap2 >= Duration::from_millis(1200) && gap2 < Duration::from_millis(3500), "{gap2:?}");
     let d = wait_deliveries(&s, &id, Duration::from_secs(5), |d| d[0]["status"] == "succeeded").await;
     assert_eq!(d[0]["attempts"], 3);
     assert_eq!(d[0]["lastStatusCode"], 200);
@@ -509,7 +511,7 @@ async fn timeouts_and_redirects_are_failures_and_redirects_are_not_followed() {
     let hang = Receiver::start(Reply::Hang).await;
     let target = Receiver::start(Reply::Status(200)).await;
     let redirect = Receiver::start(Reply::Redirect(target.url.clone())).await;
-    let s = gateway("[0]", 500, "");
+    let s = gateway("retry_delays_secs = [0]", 500, "");
     let (slow, _) = create(&s, &hang.url, json!(["*"])).await;
     let (moved, _) = create(&s, &redirect.url, json!(["*"])).await;
     let started = Instant::now();
@@ -532,7 +534,7 @@ async fn timeouts_and_redirects_are_failures_and_redirects_are_not_followed() {
 async fn twenty_failed_deliveries_disable_and_re_enabling_resets_the_counter() {
     let rx = Receiver::start(Reply::Status(500)).await;
     // One attempt at a time, so which deliveries come after the 20th failure is known.
-    let s = gateway("[0]", 2000, "max_in_flight_per_endpoint = 1");
+    let s = gateway("retry_delays_secs = [0]", 2000, "max_in_flight_per_endpoint = 1");
     let (id, _) = create(&s, &rx.url, json!(["*"])).await;
     for _ in 0..19 {
         send_test(&s, &id).await;
@@ -584,7 +586,7 @@ async fn twenty_failed_deliveries_disable_and_re_enabling_resets_the_counter() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn after_rotation_only_the_new_secret_verifies() {
     let rx = Receiver::start(Reply::Status(200)).await;
-    let s = gateway("[0, 1, 2]", 2000, "");
+    let s = gateway("retry_delays_secs = [0, 1, 2]", 2000, "");
     let (id, old) = create(&s, &rx.url, json!(["*"])).await;
     send_test(&s, &id).await;
     let first = rx.wait_for(1, Duration::from_secs(10)).await.remove(0);
@@ -639,7 +641,7 @@ async fn private_targets_are_refused_without_the_setting() {
 async fn a_hanging_endpoint_does_not_delay_a_healthy_one() {
     let dead = Receiver::start(Reply::Hang).await;
     let alive = Receiver::start(Reply::Status(200)).await;
-    let s = gateway("[0, 10]", 5000, "");
+    let s = gateway("retry_delays_secs = [0, 10]", 5000, "");
     let (dead_id, _) = create(&s, &dead.url, json!(["*"])).await;
     let (alive_id, _) = create(&s, &alive.url, json!(["*"])).await;
     for _ in 0..30 {

@@ -90,6 +90,7 @@
 //! |---|---|---|
 //! | `allow_private` | `false` | allow private/loopback/link-local targets (`WEBHOOKS_ALLOW_PRIVATE=true`) |
 //! | `retry_delays_secs` | `[0, 10, 60]` | delay before each attempt; its length is the number of attempts |
+//! | `retry_delays_ms` | — | the same in milliseconds (set one of the two) |
 //! | `timeout_ms` | `5000` | per attempt |
 //! | `disable_after` | `20` | failed deliveries in a row that disable an endpoint |
 //! | `poll_interval_ms` | `100` | how often the dispatcher reads new outbox events |
@@ -479,8 +480,8 @@ async fn test(State(wh): Wh, Admin(ctx): Admin, Path(id): Path<String>) -> Resul
             "endpointId": id,
         }),
     };
-    let delay = wh.config.load().webhooks.retry_delays_secs.first().copied().unwrap_or(0);
-    let delivery = Delivery::new(&id, &event, now, now + chrono::Duration::seconds(delay as i64))?;
+    let delay = wh.config.load().webhooks.retry_delays().first().copied().unwrap_or_default();
+    let delivery = Delivery::new(&id, &event, now, now + delay)?;
     let audit = actor(
         &wh,
         &ctx,

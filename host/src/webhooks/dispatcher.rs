@@ -337,7 +337,7 @@ async fn fill(
             return Plan { wake_at: Some(now + chrono::Duration::seconds(1)) };
         }
     }
-    let delay = chrono::Duration::seconds(cfg.retry_delays_secs.first().copied().unwrap_or(0) as i64);
+    let delay = cfg.retry_delays().first().copied().unwrap_or_default();
     loop {
         if slots.available_permits() == 0 {
             return Plan { wake_at: None };
@@ -357,7 +357,7 @@ async fn fill(
             }
             let created = DateTime::from_timestamp(event.created, 0).unwrap_or(now);
             if created + delay > now {
-                // A first delay (`retry_delays_secs[0]` > 0) not yet over.
+                // A first delay (the first retry delay > 0) not yet over.
                 return Plan { wake_at: Some(created + delay) };
             }
             let d = match Delivery::new(&ep.id, &event, now, now) {
@@ -502,7 +502,7 @@ async fn attempt_inner(shared: &Arc<Shared>, d: Delivery, fresh: bool, slot: Own
     let now = Utc::now();
     // `attempts` counts those made before this one; delay i precedes attempt i+1.
     let retry_at = match &error {
-        Some(_) => cfg.retry_delays_secs.get(d.attempts as usize + 1).map(|s| now + chrono::Duration::seconds(*s as i64)),
+        Some(_) => cfg.retry_delays().get(d.attempts as usize + 1).map(|delay| now + *delay),
         None => None,
     };
     let host = reqwest::Url::parse(&endpoint.url).ok().and_then(|u| u.host_str().map(str::to_owned)).unwrap_or_default();
