@@ -16,6 +16,7 @@ pub mod audit;
 mod key_hash;
 pub mod metrics;
 pub mod model;
+pub mod postgres;
 pub mod receipts;
 pub mod records;
 pub mod redb;

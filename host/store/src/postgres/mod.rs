@@ -1,0 +1,126 @@
+//! The fleet store: PostgreSQL shared by N hosts (docs/decisions/postgres-store.md).
+//!
+//! Every write is one transaction of its own, committed before the call
+//! returns (PostgreSQL's commit is durable with its default
+//! `synchronous_commit`); concurrent hosts are kept correct by the database
+//! (unique keys, row locks, the audit chain's head row), not by a writer in
+//! this process. The schema lives in versioned SQL files ([`migrate`]).
+//!
+//! What is implemented so far: connect, migrations, TLS, users, groups,
+//! memberships, keys (with a cache invalidated fleet-wide by
+//! `LISTEN/NOTIFY`) and the audit chain, as inherent methods named and typed
+//! as the [`crate::Store`] methods they will implement.
+
+mod admin;
+pub mod audit;
+mod key_cache;
+mod listen;
+pub mod migrate;
+mod tls;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use deadpool_postgres::{Manager, ManagerConfig, Pool, RecyclingMethod};
+use tokio_postgres::NoTls;
+
+pub use key_cache::TTL as KEY_CACHE_TTL;
+pub use migrate::{MigrateError, Migrated, migrate};
+
+use crate::{StoreError, StoreResult};
+
+/// NOTIFY channel of key writes.
+const KEYS_CHANNEL: &str = "gatehouse_keys";
+
+/// How to reach the database.
+#[derive(Clone)]
+pub struct PgOptions {
+    /// `postgres://user:password@host:port/db?sslmode=…` (from the environment, never the config file).
+    pub url: String,
+    /// Connections kept by this host.
+    pub pool_size: usize,
+    /// A PEM file of the CA that signed the server's certificate; `None`: the system's roots.
+    pub ca_file: Option<PathBuf>,
+}
+
+impl std::fmt::Debug for PgOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        // The URL may carry a password.
+        f.debug_struct("PgOptions").field("url", &"***").field("pool_size", &self.pool_size).field("ca_file", &self.ca_file).finish()
+    }
+}
+
+impl PgOptions {
+    pub fn new(url: impl Into<String>) -> Self {
+        PgOptions { url: url.into(), pool_size: 16, ca_file: None }
+    }
+}
+
+/// PostgreSQL-backed store for one host of a fleet.
+pub struct PgStore {
+    pool: Pool,
+    keys: Arc<key_cache::KeyCache>,
+    listener: tokio::task::JoinHandle<()>,
+}
+
+impl Drop for PgStore {
+    fn drop(&mut self) {
+        self.listener.abort();
+    }
+}
+
+pub(crate) fn backend<E: std::fmt::Display>(e: E) -> StoreError {
+    StoreError::Backend(e.to_string())
+}
+
+/// A driver error as a store error: a unique violation is a conflict.
+pub(crate) fn db_error(e: tokio_postgres::Error) -> StoreError {
+    if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) {
+        return StoreError::Conflict(e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_owned()));
+    }
+    StoreError::Backend(e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_owned()))
+}
+
+pub(crate) fn encode<T: serde::Serialize>(v: &T) -> StoreResult<String> {
+    serde_json::to_string(v).map_err(backend)
+}
+
+pub(crate) fn decode<T: serde::de::DeserializeOwned>(text: &str) -> StoreResult<T> {
+    serde_json::from_str(text).map_err(|e| StoreError::Backend(format!("corrupt record: {e}")))
+}
+
+impl PgStore {
+    /// Connect, apply migrations, and start listening for key changes. Fails
+    /// if the database cannot be reached or its schema is newer than this binary's.
+    pub async fn connect(options: PgOptions) -> anyhow::Result<PgStore> {
+        let url = tls::normalise_url(&options.url);
+        let config: tokio_postgres::Config = url.parse().map_err(|e| anyhow::anyhow!("invalid PostgreSQL URL: {e}"))?;
+        let tls = tls::connector(config.get_ssl_mode(), options.ca_file.as_deref())?;
+        let manager_config = ManagerConfig { recycling_method: RecyclingMethod::Fast };
+        let manager = match &tls {
+            Some(tls) => Manager::from_config(config.clone(), tls.clone(), manager_config),
+            None => Manager::from_config(config.clone(), NoTls, manager_config),
+        };
+        let pool =
+            Pool::builder(manager).max_size(options.pool_size.max(1)).build().map_err(|e| anyhow::anyhow!("PostgreSQL pool: {e}"))?;
+        migrate(&pool).await?;
+        let keys = Arc::new(key_cache::KeyCache::default());
+        #[expect(clippy::disallowed_methods, reason = "the handle is kept and the task aborted when the store is dropped")]
+        let listener = tokio::spawn(listen::run(config, tls, KEYS_CHANNEL, keys.clone()));
+        Ok(PgStore { pool, keys, listener })
+    }
+
+    /// The connection pool (for `postgres::migrate` and for tests).
+    pub fn pool(&self) -> &Pool {
+        &self.pool
+    }
+
+    /// True while key changes of other hosts reach this one by notification.
+    pub fn listening(&self) -> bool {
+        self.keys.is_listening()
+    }
+
+    pub(crate) async fn client(&self) -> StoreResult<deadpool_postgres::Object> {
+        self.pool.get().await.map_err(|e| StoreError::Backend(format!("PostgreSQL unreachable: {e}")))
+    }
+}
