@@ -25,6 +25,27 @@ pub async fn run(config: tokio_postgres::Config, tls: Option<MakeRustlsConnect>,
     }
 }
 
+/// A client of its own (not from the pool), its connection driven by a task
+/// of the current runtime until the client is dropped.
+pub async fn connect(
+    config: tokio_postgres::Config,
+    tls: Option<MakeRustlsConnect>,
+) -> Result<tokio_postgres::Client, tokio_postgres::Error> {
+    #[expect(clippy::disallowed_methods, reason = "the task ends with the connection, which ends when the client is dropped")]
+    match tls {
+        Some(tls) => {
+            let (client, connection) = config.connect(tls).await?;
+            tokio::spawn(connection);
+            Ok(client)
+        }
+        None => {
+            let (client, connection) = config.connect(NoTls).await?;
+            tokio::spawn(connection);
+            Ok(client)
+        }
+    }
+}
+
 async fn listen_once<T>(config: &tokio_postgres::Config, tls: T, channel: &str, cache: &KeyCache) -> Result<(), tokio_postgres::Error>
 where
     T: MakeTlsConnect<Socket>,

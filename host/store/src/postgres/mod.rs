@@ -13,9 +13,12 @@
 
 mod admin;
 pub mod audit;
+mod chat;
 mod key_cache;
 mod listen;
 pub mod migrate;
+mod quota;
+mod store_impl;
 mod tls;
 
 use std::path::PathBuf;
@@ -27,6 +30,7 @@ use tokio_postgres::NoTls;
 pub use key_cache::TTL as KEY_CACHE_TTL;
 pub use migrate::{MigrateError, Migrated, migrate};
 
+use crate::receipts::ReceiptSealer;
 use crate::{StoreError, StoreResult};
 
 /// NOTIFY channel of key writes.
@@ -60,12 +64,22 @@ impl PgOptions {
 pub struct PgStore {
     pool: Pool,
     keys: Arc<key_cache::KeyCache>,
-    listener: tokio::task::JoinHandle<()>,
+    /// Signs each request's receipt in its transaction.
+    sealer: Option<Arc<dyn ReceiptSealer>>,
+    /// Quota counts not written yet, and the thread that reads them synchronously.
+    counts: Arc<quota::Pending>,
+    quota_reader: quota::Reader,
+    /// Why the last attempt to reach the database failed, until one succeeds.
+    failure: std::sync::Mutex<Option<String>>,
+    /// The key-change listener and the quota flusher, aborted on drop.
+    tasks: Vec<tokio::task::JoinHandle<()>>,
 }
 
 impl Drop for PgStore {
     fn drop(&mut self) {
-        self.listener.abort();
+        for t in &self.tasks {
+            t.abort();
+        }
     }
 }
 
@@ -93,6 +107,12 @@ impl PgStore {
     /// Connect, apply migrations, and start listening for key changes. Fails
     /// if the database cannot be reached or its schema is newer than this binary's.
     pub async fn connect(options: PgOptions) -> anyhow::Result<PgStore> {
+        Self::connect_with(options, None).await
+    }
+
+    /// [`PgStore::connect`] with the signer of chat receipts (each request's
+    /// receipt is signed alone, in its transaction).
+    pub async fn connect_with(options: PgOptions, sealer: Option<Arc<dyn ReceiptSealer>>) -> anyhow::Result<PgStore> {
         let url = tls::normalise_url(&options.url);
         let config: tokio_postgres::Config = url.parse().map_err(|e| anyhow::anyhow!("invalid PostgreSQL URL: {e}"))?;
         let tls = tls::connector(config.get_ssl_mode(), options.ca_file.as_deref())?;
@@ -105,9 +125,15 @@ impl PgStore {
             Pool::builder(manager).max_size(options.pool_size.max(1)).build().map_err(|e| anyhow::anyhow!("PostgreSQL pool: {e}"))?;
         migrate(&pool).await?;
         let keys = Arc::new(key_cache::KeyCache::default());
-        #[expect(clippy::disallowed_methods, reason = "the handle is kept and the task aborted when the store is dropped")]
-        let listener = tokio::spawn(listen::run(config, tls, KEYS_CHANNEL, keys.clone()));
-        Ok(PgStore { pool, keys, listener })
+        let counts = Arc::new(quota::Pending::default());
+        let (reader_config, reader_tls) = (config.clone(), tls.clone());
+        let quota_reader = quota::Reader::start(move || Box::pin(listen::connect(reader_config.clone(), reader_tls.clone())))?;
+        #[expect(clippy::disallowed_methods, reason = "the handles are kept and the tasks aborted when the store is dropped")]
+        let tasks = vec![
+            tokio::spawn(listen::run(config, tls, KEYS_CHANNEL, keys.clone())),
+            tokio::spawn(quota::flusher(pool.clone(), counts.clone())),
+        ];
+        Ok(PgStore { pool, keys, sealer, counts, quota_reader, failure: Default::default(), tasks })
     }
 
     /// The connection pool (for `postgres::migrate` and for tests).
@@ -120,7 +146,19 @@ impl PgStore {
         self.keys.is_listening()
     }
 
+    /// A pooled connection. A failure to get one is what `/health` reports
+    /// until a later call gets one again.
     pub(crate) async fn client(&self) -> StoreResult<deadpool_postgres::Object> {
-        self.pool.get().await.map_err(|e| StoreError::Backend(format!("PostgreSQL unreachable: {e}")))
+        match self.pool.get().await {
+            Ok(c) => {
+                *self.failure.lock().unwrap_or_else(|p| p.into_inner()) = None;
+                Ok(c)
+            }
+            Err(e) => {
+                let message = format!("PostgreSQL unreachable: {e}");
+                *self.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(message.clone());
+                Err(StoreError::Backend(message))
+            }
+        }
     }
 }

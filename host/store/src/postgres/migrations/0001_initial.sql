@@ -108,13 +108,23 @@ CREATE TABLE idempotency (
 );
 CREATE INDEX idempotency_expires ON idempotency (expires_at);
 
--- The event outbox in commit order; `seq` is what webhook cursors point into.
+-- The event outbox in commit order; `seq` is what webhook cursors point
+-- into. Numbers are taken from `outbox_head` (one row, locked until the
+-- writing transaction commits), not from a sequence: a sequence hands out
+-- numbers at insert, so two hosts could commit 8 after 9, and a cursor that
+-- had passed 9 would never deliver 8. Under the row lock, number order is
+-- commit order.
 CREATE TABLE outbox (
-    seq        bigserial PRIMARY KEY,
+    seq        bigint PRIMARY KEY,
     event_id   text NOT NULL,
     created    bigint NOT NULL,
     event      text NOT NULL
 );
+CREATE TABLE outbox_head (
+    singleton  boolean PRIMARY KEY DEFAULT true CHECK (singleton),
+    seq        bigint NOT NULL
+);
+INSERT INTO outbox_head (seq) VALUES (0);
 
 -- Receipts: a receipt signed alone carries its signature; one of a batch
 -- points at the batch (signed Merkle root over the receipts of one commit).
