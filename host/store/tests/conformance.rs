@@ -13,6 +13,7 @@ use gatehouse_store::audit::{Audit, category, kind};
 use gatehouse_store::model::{ApiKeyRecord, AuditEntry, AuditUser, Group, GroupStatus, Severity, User};
 use gatehouse_store::receipts::Receipt;
 use gatehouse_store::records::{Claim, IdempotencyRecord, IdempotencyState, OutboxEvent, RequestOutcome, UsageDelta, UsageTotals};
+use gatehouse_store::webhooks::WebhookStore;
 use gatehouse_store::{AuditQuery, KeyHash, Store, StoreError};
 
 fn entry(description: &str) -> AuditEntry {
@@ -60,7 +61,7 @@ fn everything() -> AuditQuery {
 mod cases {
     use super::*;
 
-    pub async fn users_are_created_once_read_back_and_listed(s: &dyn Store) {
+    pub async fn users_are_created_once_read_back_and_listed(s: &dyn Both) {
         let created = s.create_user(user("usr_a"), entry("create a")).await.expect("create");
         assert_eq!(created, user_with_time("usr_a", created.created_at));
         s.create_user(user("usr_b"), entry("create b")).await.expect("create b");
@@ -76,7 +77,7 @@ mod cases {
         assert_eq!(total, 2);
     }
 
-    pub async fn groups_are_created_updated_and_list_their_members(s: &dyn Store) {
+    pub async fn groups_are_created_updated_and_list_their_members(s: &dyn Both) {
         s.create_user(user("usr_a"), entry("u")).await.expect("user a");
         s.create_user(user("usr_b"), entry("u")).await.expect("user b");
         let g = s.create_group(group("grp_1"), entry("g")).await.expect("group");
@@ -107,7 +108,7 @@ mod cases {
         assert_eq!(groups.iter().find(|(g, _)| g.id == "grp_1").map(|(_, m)| m.clone()), Some(vec!["usr_b".to_owned()]));
     }
 
-    pub async fn keys_are_found_by_hash_updated_without_their_secret_and_revoked_once(s: &dyn Store) {
+    pub async fn keys_are_found_by_hash_updated_without_their_secret_and_revoked_once(s: &dyn Both) {
         s.create_user(user("usr_a"), entry("u")).await.expect("user");
         assert!(!s.has_admin_key().await.expect("admin?"));
         let missing_owner = s.create_key(key("key_x", "usr_none", "sk-x", false), entry("k")).await;
@@ -148,7 +149,7 @@ mod cases {
         assert_eq!(s.list_keys().await.expect("list").len(), 1);
     }
 
-    pub async fn the_audit_log_is_queried_by_filters_newest_first_in_pages(s: &dyn Store) {
+    pub async fn the_audit_log_is_queried_by_filters_newest_first_in_pages(s: &dyn Both) {
         let alice = AuditUser { id: "usr_alice".into(), name: "Alice".into(), email: "a@example.com".into() };
         s.append_audit(vec![
             Audit::new(kind::AUTHENTICATION, category::ACCESS_CONTROL, "Invalid API key").severity(Severity::Warning).build(),
@@ -212,7 +213,7 @@ mod cases {
         assert_eq!(n, 0);
     }
 
-    pub async fn the_audit_chain_verifies_over_every_write(s: &dyn Store) {
+    pub async fn the_audit_chain_verifies_over_every_write(s: &dyn Both) {
         s.create_user(user("usr_a"), entry("user")).await.expect("user");
         s.create_group(group("grp_1"), entry("group")).await.expect("group");
         s.add_member("grp_1", "usr_a", entry("member")).await.expect("member");
@@ -224,7 +225,7 @@ mod cases {
         assert_eq!((report.records, report.breaks), (25, 0));
     }
 
-    pub async fn a_finished_request_bills_queues_audits_and_stores_its_outcome_in_one_write(s: &dyn Store) {
+    pub async fn a_finished_request_bills_queues_audits_and_stores_its_outcome_in_one_write(s: &dyn Both) {
         let done = IdempotencyRecord {
             body_hash: "h".into(),
             state: IdempotencyState::Completed { status: 200, content_type: "application/json".into(), body: "{\"ok\":true}".into() },
@@ -261,7 +262,7 @@ mod cases {
         assert_eq!(s.idempotency_get("key_1/idem").await.expect("idem"), None);
     }
 
-    pub async fn receipts_are_signed_in_their_commit_and_verify(s: &dyn Store, public_key: &ed25519_dalek::VerifyingKey) {
+    pub async fn receipts_are_signed_in_their_commit_and_verify(s: &dyn Both, public_key: &ed25519_dalek::VerifyingKey) {
         s.finish_request(RequestOutcome { receipt: Some(receipt("rcpt_one")), ..Default::default() }).await.expect("finish");
         let served = s.receipt("rcpt_one").await.expect("read").expect("stored");
         assert_eq!(served.receipt, receipt("rcpt_one"));
@@ -272,7 +273,7 @@ mod cases {
         assert!(s.receipt("rcpt_none").await.expect("read").is_none());
     }
 
-    pub async fn quota_counts_are_committed_no_later_than_the_requests_outcome(s: &dyn Store) {
+    pub async fn quota_counts_are_committed_no_later_than_the_requests_outcome(s: &dyn Both) {
         let windows = vec!["d:2026-11-27".to_owned(), "m:2026-11".to_owned()];
         assert_eq!(s.quota_counts("key_1", &windows).expect("counts"), [0, 0]);
         for _ in 0..3 {
@@ -286,7 +287,7 @@ mod cases {
         assert_eq!(s.quota_counts("key_1", &["d:2026-11-26".to_owned()]).expect("counts"), [0]);
     }
 
-    pub async fn idempotency_claims_wait_for_live_records_and_take_over_lapsed_ones(s: &dyn Store) {
+    pub async fn idempotency_claims_wait_for_live_records_and_take_over_lapsed_ones(s: &dyn Both) {
         let in_flight = |lease: i64| IdempotencyRecord {
             body_hash: "h".into(),
             state: IdempotencyState::InFlight { lease_until: Utc::now() + Duration::seconds(lease) },
@@ -311,7 +312,7 @@ mod cases {
         assert_eq!(s.idempotency_get("k/none").await.expect("get"), None);
     }
 
-    pub async fn a_sweep_removes_only_records_that_no_longer_bind(s: &dyn Store) {
+    pub async fn a_sweep_removes_only_records_that_no_longer_bind(s: &dyn Both) {
         let rec = |expires: i64, lease: Option<i64>| IdempotencyRecord {
             body_hash: "h".into(),
             state: match lease {
@@ -347,7 +348,7 @@ mod cases {
         }
     }
 
-    pub async fn events_are_queued_in_order_with_their_audit_records(s: &dyn Store) {
+    pub async fn events_are_queued_in_order_with_their_audit_records(s: &dyn Both) {
         s.enqueue_events(
             vec![OutboxEvent::new("a", serde_json::json!({})), OutboxEvent::new("b", serde_json::json!({}))],
             vec![entry("queued")],
@@ -360,6 +361,215 @@ mod cases {
         let page = s.outbox_after(1, 1).await.expect("outbox");
         assert_eq!(page.iter().map(|(n, _)| *n).collect::<Vec<_>>(), [2]);
         assert_eq!(s.audit_query(&everything()).await.expect("audit").1, 1);
+    }
+}
+
+/// A store with both traits, as the host holds it.
+pub trait Both: Store + WebhookStore {}
+impl<T: Store + WebhookStore> Both for T {}
+
+mod webhook_cases {
+    //! `WebhookStore`: cursors, deliveries, retries, auto-disable, pruning.
+    use chrono::{DateTime, Utc};
+    use gatehouse_store::StoreError;
+    use gatehouse_store::records::OutboxEvent;
+    use gatehouse_store::webhooks::{Attempt, AttemptEffect, Delivery, Endpoint, EndpointPatch, StoredSecret, TEST_EVENT};
+
+    use super::Both;
+
+    fn entry() -> gatehouse_store::model::AuditEntry {
+        super::entry("webhook change")
+    }
+
+    fn endpoint(id: &str, events: &[&str]) -> Endpoint {
+        let now = Utc::now();
+        Endpoint {
+            id: id.into(),
+            url: "https://example.com/hook".into(),
+            description: String::new(),
+            events: events.iter().map(|s| s.to_string()).collect(),
+            enabled: true,
+            failure_count: 0,
+            disabled_reason: None,
+            disabled_at: None,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    fn event(kind: &str) -> OutboxEvent {
+        OutboxEvent::new(kind, serde_json::json!({}))
+    }
+
+    fn attempt(d: &Delivery, fresh: bool, error: Option<&str>, retry_at: Option<DateTime<Utc>>) -> Attempt {
+        Attempt {
+            delivery: d.clone(),
+            fresh,
+            at: Utc::now(),
+            status_code: Some(if error.is_some() { 500 } else { 200 }),
+            latency_ms: 3,
+            error: error.map(str::to_owned),
+            retry_at,
+            disable_after: 2,
+            keep: 3,
+            disable_audit: entry(),
+        }
+    }
+
+    async fn one(s: &dyn Both, a: Attempt) -> AttemptEffect {
+        s.record(vec![a], Vec::new()).await.expect("record").remove(0)
+    }
+
+    pub async fn cursors_start_at_the_end_of_the_outbox_and_only_move_forward(s: &dyn Both) {
+        s.enqueue_events(vec![event("dlp:incident"), event("pii:incident")], Vec::new()).await.expect("events");
+        s.create_endpoint(endpoint("wh_a", &["*"]), StoredSecret::new("whsec_test".into()), entry()).await.expect("create");
+        assert_eq!(s.endpoint_cursor("wh_a").await.expect("cursor"), 2, "no backlog for a new endpoint");
+        s.record(Vec::new(), vec![("wh_a".into(), 5)]).await.expect("forward");
+        s.record(Vec::new(), vec![("wh_a".into(), 3), ("wh_gone".into(), 9)]).await.expect("back");
+        assert_eq!(s.endpoint_cursor("wh_a").await.expect("cursor"), 5);
+        assert_eq!(s.endpoint_cursor("wh_gone").await.expect("cursor"), 0);
+        // Re-enabling skips what was fired while disabled.
+        s.update_endpoint("wh_a", EndpointPatch { enabled: Some(false), ..Default::default() }, entry()).await.expect("off");
+        s.enqueue_events((0..5).map(|_| event("dlp:incident")).collect(), Vec::new()).await.expect("events");
+        s.update_endpoint("wh_a", EndpointPatch { enabled: Some(true), ..Default::default() }, entry()).await.expect("on");
+        assert_eq!(s.endpoint_cursor("wh_a").await.expect("cursor"), 7);
+    }
+
+    fn aged(days: i64) -> OutboxEvent {
+        let mut e = event("pii:incident");
+        e.created -= days * 24 * 3600;
+        e
+    }
+
+    async fn seqs(s: &dyn Both) -> Vec<u64> {
+        s.outbox_after(0, 100).await.expect("outbox").into_iter().map(|(seq, _)| seq).collect()
+    }
+
+    pub async fn the_outbox_keeps_what_an_enabled_endpoint_has_not_passed_young_events_and_the_newest(s: &dyn Both) {
+        let cutoff = Utc::now().timestamp() - 30 * 24 * 3600;
+        // wh_b starts at the head (0), before any event.
+        s.create_endpoint(endpoint("wh_b", &["*"]), StoredSecret::new("whsec_test".into()), entry()).await.expect("b");
+        s.enqueue_events((0..5).map(|_| aged(100)).collect(), Vec::new()).await.expect("old");
+        s.enqueue_events(vec![aged(1)], Vec::new()).await.expect("young");
+        s.create_endpoint(endpoint("wh_a", &["*"]), StoredSecret::new("whsec_test".into()), entry()).await.expect("a");
+        assert_eq!(s.prune_outbox(cutoff, 100).await.expect("prune"), 0, "wh_b has passed none");
+        s.record(Vec::new(), vec![("wh_b".into(), 3)]).await.expect("cursor");
+        assert_eq!(s.prune_outbox(cutoff, 2).await.expect("prune"), 2, "at most the limit");
+        assert_eq!(s.prune_outbox(cutoff, 100).await.expect("prune"), 1);
+        assert_eq!(seqs(s).await, [4, 5, 6]);
+        // A disabled endpoint holds nothing back (enabling it again skips to the head).
+        s.update_endpoint("wh_b", EndpointPatch { enabled: Some(false), ..Default::default() }, entry()).await.expect("off");
+        assert_eq!(s.prune_outbox(cutoff, 100).await.expect("prune"), 2);
+        assert_eq!(seqs(s).await, [6], "the young event stays");
+        // All old, no endpoint behind: the newest stays, and numbering goes on after it.
+        s.delete_endpoint("wh_a", entry()).await.expect("delete a");
+        s.enqueue_events(vec![aged(100)], Vec::new()).await.expect("old");
+        assert_eq!(s.prune_outbox(Utc::now().timestamp() + 1, 100).await.expect("prune"), 1);
+        assert_eq!(seqs(s).await, [7]);
+        s.enqueue_events(vec![event("dlp:incident")], Vec::new()).await.expect("new");
+        assert_eq!(seqs(s).await, [7, 8]);
+    }
+
+    pub async fn the_queue_depth_counts_what_enabled_endpoints_have_not_passed_and_pending_retries(s: &dyn Both) {
+        s.create_endpoint(endpoint("wh_a", &["*"]), StoredSecret::new("whsec_test".into()), entry()).await.expect("a");
+        s.create_endpoint(endpoint("wh_b", &["dlp:incident"]), StoredSecret::new("whsec_test".into()), entry()).await.expect("b");
+        assert_eq!(s.queue_depth().await.expect("depth"), 0);
+        s.enqueue_events((0..3).map(|_| event("dlp:incident")).collect(), Vec::new()).await.expect("events");
+        assert_eq!(s.queue_depth().await.expect("depth"), 6, "three events, two endpoints behind them");
+        s.record(Vec::new(), vec![("wh_a".into(), 3), ("wh_b".into(), 1)]).await.expect("cursors");
+        assert_eq!(s.queue_depth().await.expect("depth"), 2);
+        // A disabled endpoint's backlog is not waiting (re-enabling skips it).
+        s.update_endpoint("wh_b", EndpointPatch { enabled: Some(false), ..Default::default() }, entry()).await.expect("off");
+        assert_eq!(s.queue_depth().await.expect("depth"), 0);
+        // A scheduled retry is.
+        let now = Utc::now();
+        let d = Delivery::new("wh_a", &event("dlp:incident"), now, now).expect("delivery");
+        let later = now + chrono::Duration::seconds(60);
+        assert_eq!(one(s, attempt(&d, true, Some("HTTP 500"), Some(later))).await, AttemptEffect::Retry);
+        assert_eq!(s.queue_depth().await.expect("depth"), 1);
+    }
+
+    pub async fn fresh_attempts_retries_failures_auto_disable_and_pruning(s: &dyn Both) {
+        s.create_endpoint(endpoint("wh_a", &["*"]), StoredSecret::new("whsec_test".into()), entry()).await.expect("create");
+        let now = Utc::now();
+        let ds: Vec<Delivery> = (0..4).map(|_| Delivery::new("wh_a", &event("dlp:incident"), now, now).expect("delivery")).collect();
+        // A fresh failure with a retry left becomes a pending row with its body.
+        let later = now + chrono::Duration::seconds(60);
+        assert_eq!(one(s, attempt(&ds[0], true, Some("HTTP 500"), Some(later))).await, AttemptEffect::Retry);
+        let due = s.due_deliveries("wh_a", later, 10).await.expect("due");
+        assert_eq!(due.due.len(), 1);
+        assert_eq!(due.due[0].attempts, 1);
+        assert_eq!(due.due[0].body, ds[0].body);
+        assert!(s.due_deliveries("wh_a", now, 10).await.expect("due").next_due.is_some());
+        assert_eq!(s.endpoints_with_pending().await.expect("pending"), ["wh_a"]);
+        // Its retry succeeds.
+        assert_eq!(one(s, attempt(&due.due[0], false, None, None)).await, AttemptEffect::Acknowledged);
+        assert!(s.endpoints_with_pending().await.expect("pending").is_empty());
+        // Two failures in a row disable (disable_after = 2); one batch, one commit.
+        let effects = s
+            .record(
+                vec![attempt(&ds[1], true, Some("timeout"), None), attempt(&ds[2], true, Some("timeout"), None)],
+                vec![("wh_a".into(), 4)],
+            )
+            .await
+            .expect("f1, f2");
+        assert_eq!(effects, [AttemptEffect::Failed { disabled: false }, AttemptEffect::Failed { disabled: true }]);
+        let ep = s.get_endpoint("wh_a").await.expect("get").expect("exists");
+        assert!(!ep.enabled);
+        assert_eq!(ep.failure_count, 2);
+        assert!(ep.disabled_reason.expect("reason").contains("timeout"));
+        s.queue_delivery(ds[3].clone(), entry()).await.expect_err("a disabled endpoint takes no test deliveries");
+        // Re-enabling resets the counter.
+        let ep = s.update_endpoint("wh_a", EndpointPatch { enabled: Some(true), ..Default::default() }, entry()).await.expect("enable");
+        assert!(ep.enabled);
+        assert_eq!(ep.failure_count, 0);
+        assert_eq!(ep.disabled_reason, None);
+        // History without bodies, pruned to `keep` = 3: the oldest (ds[0]) went.
+        assert_eq!(one(s, attempt(&ds[3], true, None, None)).await, AttemptEffect::Acknowledged);
+        let recent = s.recent_deliveries("wh_a", 10).await.expect("recent");
+        let ids: Vec<&str> = recent.iter().map(|d| d.id.as_str()).collect();
+        assert_eq!(ids.len(), 3);
+        assert_eq!(ids[0], ds[3].id);
+        assert!(!ids.contains(&ds[0].id.as_str()) && ids.contains(&ds[1].id.as_str()) && ids.contains(&ds[2].id.as_str()));
+        assert!(recent.iter().all(|d| d.body.is_empty()));
+    }
+
+    pub async fn a_fresh_attempt_after_a_crash_continues_the_stored_row(s: &dyn Both) {
+        s.create_endpoint(endpoint("wh_a", &["*"]), StoredSecret::new("whsec_test".into()), entry()).await.expect("create");
+        let now = Utc::now();
+        let d = Delivery::new("wh_a", &event("dlp:incident"), now, now).expect("delivery");
+        assert_eq!(one(s, attempt(&d, true, Some("HTTP 500"), Some(now))).await, AttemptEffect::Retry);
+        // The cursor was not saved: the event is read again and attempted as fresh.
+        assert_eq!(one(s, attempt(&d, true, None, None)).await, AttemptEffect::Acknowledged);
+        let recent = s.recent_deliveries("wh_a", 10).await.expect("recent");
+        assert_eq!(recent.len(), 1);
+        assert_eq!(recent[0].attempts, 2);
+        assert!(s.endpoints_with_pending().await.expect("pending").is_empty());
+        // Finished: a further attempt changes nothing.
+        assert_eq!(one(s, attempt(&d, true, None, None)).await, AttemptEffect::Gone);
+    }
+
+    pub async fn cancel_delete_and_rotation(s: &dyn Both) {
+        let first = StoredSecret::new("whsec_test".into());
+        s.create_endpoint(endpoint("wh_x", &["*"]), first, entry()).await.expect("create");
+        let second = StoredSecret::new("whsec_test".into());
+        s.rotate_secret("wh_x", second.clone(), entry()).await.expect("rotate");
+        assert_eq!(s.endpoint_secret("wh_x").await.expect("secret"), Some(second));
+        let now = Utc::now();
+        let ds: Vec<Delivery> = (0..2).map(|_| Delivery::new("wh_x", &event(TEST_EVENT), now, now).expect("d")).collect();
+        for d in &ds {
+            s.queue_delivery(d.clone(), entry()).await.expect("queue");
+        }
+        s.cancel_deliveries("wh_x", vec![ds[0].id.clone()], "endpoint disabled".into(), 10).await.expect("cancel");
+        assert_eq!(one(s, attempt(&ds[0], false, None, None)).await, AttemptEffect::Gone);
+        assert_eq!(s.due_deliveries("wh_x", now, 10).await.expect("due").due.len(), 1);
+        s.delete_endpoint("wh_x", entry()).await.expect("delete");
+        assert!(s.get_endpoint("wh_x").await.expect("get").is_none());
+        assert!(s.endpoint_secret("wh_x").await.expect("secret").is_none());
+        assert!(s.endpoints_with_pending().await.expect("pending").is_empty());
+        assert!(s.recent_deliveries("wh_x", 10).await.expect("recent").is_empty());
+        assert_eq!(one(s, attempt(&ds[1], false, None, None)).await, AttemptEffect::Gone);
+        assert!(matches!(s.delete_endpoint("wh_x", entry()).await, Err(StoreError::NotFound(_))));
     }
 }
 
@@ -389,29 +599,37 @@ fn user_with_time(id: &str, at: chrono::DateTime<Utc>) -> User {
 macro_rules! for_each_case {
     ($m:ident) => {
         $m!(
-            users_are_created_once_read_back_and_listed,
-            groups_are_created_updated_and_list_their_members,
-            keys_are_found_by_hash_updated_without_their_secret_and_revoked_once,
-            the_audit_log_is_queried_by_filters_newest_first_in_pages,
-            the_audit_chain_verifies_over_every_write,
-            a_finished_request_bills_queues_audits_and_stores_its_outcome_in_one_write,
-            quota_counts_are_committed_no_later_than_the_requests_outcome,
-            idempotency_claims_wait_for_live_records_and_take_over_lapsed_ones,
-            a_sweep_removes_only_records_that_no_longer_bind,
-            events_are_queued_in_order_with_their_audit_records
+            cases::users_are_created_once_read_back_and_listed,
+            cases::groups_are_created_updated_and_list_their_members,
+            cases::keys_are_found_by_hash_updated_without_their_secret_and_revoked_once,
+            cases::the_audit_log_is_queried_by_filters_newest_first_in_pages,
+            cases::the_audit_chain_verifies_over_every_write,
+            cases::a_finished_request_bills_queues_audits_and_stores_its_outcome_in_one_write,
+            cases::quota_counts_are_committed_no_later_than_the_requests_outcome,
+            cases::idempotency_claims_wait_for_live_records_and_take_over_lapsed_ones,
+            cases::a_sweep_removes_only_records_that_no_longer_bind,
+            cases::events_are_queued_in_order_with_their_audit_records,
+            webhook_cases::cursors_start_at_the_end_of_the_outbox_and_only_move_forward,
+            webhook_cases::the_outbox_keeps_what_an_enabled_endpoint_has_not_passed_young_events_and_the_newest,
+            webhook_cases::the_queue_depth_counts_what_enabled_endpoints_have_not_passed_and_pending_retries,
+            webhook_cases::fresh_attempts_retries_failures_auto_disable_and_pruning,
+            webhook_cases::a_fresh_attempt_after_a_crash_continues_the_stored_row,
+            webhook_cases::cancel_delete_and_rotation
         );
     };
 }
 
 mod redb {
+    use gatehouse_store::webhooks::WebhookStore as _;
     macro_rules! redb_tests {
-        ($($case:ident),*) => {$(
+        ($($module:ident::$case:ident),*) => {$(
             #[tokio::test]
             async fn $case() {
                 let dir = tempfile::tempdir().expect("temp dir");
                 let signer = std::sync::Arc::new(gatehouse_store::receipts::Signer25519::load_or_create(dir.path()).expect("signing key"));
                 let store = gatehouse_store::redb::RedbStore::open_with(dir.path(), true, Some(signer)).expect("open");
-                super::cases::$case(&store).await;
+                store.prepare_webhooks().await.expect("webhook tables");
+                super::$module::$case(&store).await;
             }
         )*};
     }
@@ -428,11 +646,12 @@ mod redb {
 
 mod postgres {
     use gatehouse_store::postgres::{PgOptions, PgStore};
+    use gatehouse_store::webhooks::WebhookStore as _;
 
     use super::common::pg::TempPostgres;
 
     macro_rules! pg_tests {
-        ($($case:ident),*) => {
+        ($($module:ident::$case:ident),*) => {
             /// Every case, each on a fresh database of one cluster.
             #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
             async fn every_case_on_postgres() {
@@ -443,7 +662,8 @@ mod postgres {
                     let url = pg.create_database(stringify!($case));
                     let store = PgStore::connect_with(PgOptions::new(url), Some(signer.clone())).await.expect("connect");
                     eprintln!("case {}", stringify!($case));
-                    super::cases::$case(&store).await;
+                    store.prepare_webhooks().await.expect("webhook tables");
+                    super::$module::$case(&store).await;
                 )*
                 let url = pg.create_database("receipts");
                 let store = PgStore::connect_with(PgOptions::new(url), Some(signer.clone())).await.expect("connect");

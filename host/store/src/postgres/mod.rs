@@ -20,6 +20,7 @@ pub mod migrate;
 mod quota;
 mod store_impl;
 mod tls;
+mod webhooks;
 
 use std::path::PathBuf;
 use std::sync::Arc;
