@@ -147,6 +147,12 @@ impl PgStore {
         self.keys.is_listening()
     }
 
+    /// Key-cache invalidations so far (notifications received, this host's
+    /// own key writes, listener reconnects): rises when any host changes a key.
+    pub fn key_invalidations(&self) -> u64 {
+        self.keys.generation()
+    }
+
     /// A pooled connection. A failure to get one is what `/health` reports
     /// until a later call gets one again.
     pub(crate) async fn client(&self) -> StoreResult<deadpool_postgres::Object> {
