@@ -36,7 +36,7 @@ pub enum MigrateError {
         "the database's schema is version {found}, newer than this binary knows ({known}): it was migrated by a newer Gatehouse; run that version (or newer) against it"
     )]
     TooNew { found: i32, known: i32 },
-    #[error("migration failed: {0}")]
+    #[error("migration failed: {}", super::chain(.0))]
     Database(#[from] tokio_postgres::Error),
     #[error("migration failed: {0}")]
     Pool(String),
@@ -45,7 +45,7 @@ pub enum MigrateError {
 /// Bring the database to [`latest`]; a no-op when it is there. Called at
 /// connect and by the CLI's `db migrate`.
 pub async fn migrate(pool: &deadpool_postgres::Pool) -> Result<Migrated, MigrateError> {
-    let mut client = pool.get().await.map_err(|e| MigrateError::Pool(e.to_string()))?;
+    let mut client = pool.get().await.map_err(|e| MigrateError::Pool(super::chain(&e)))?;
     migrate_client(&mut client).await
 }
 

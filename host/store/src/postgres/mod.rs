@@ -93,7 +93,23 @@ pub(crate) fn db_error(e: tokio_postgres::Error) -> StoreError {
     if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) {
         return StoreError::Conflict(e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_owned()));
     }
-    StoreError::Backend(e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_owned()))
+    StoreError::Backend(e.as_db_error().map_or_else(|| chain(&e), |d| d.message().to_owned()))
+}
+
+/// An error and its sources, `: `-separated: the driver's and the pool's
+/// messages leave the cause (a refused certificate, a refused connection) to their source.
+pub(crate) fn chain(e: &dyn std::error::Error) -> String {
+    let mut out = e.to_string();
+    let mut next = e.source();
+    while let Some(s) = next {
+        let text = s.to_string();
+        if !out.contains(&text) {
+            out.push_str(": ");
+            out.push_str(&text);
+        }
+        next = s.source();
+    }
+    out
 }
 
 pub(crate) fn encode<T: serde::Serialize>(v: &T) -> StoreResult<String> {
@@ -162,7 +178,7 @@ impl PgStore {
                 Ok(c)
             }
             Err(e) => {
-                let message = format!("PostgreSQL unreachable: {e}");
+                let message = format!("PostgreSQL unreachable: {}", chain(&e));
                 *self.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(message.clone());
                 Err(StoreError::Backend(message))
             }

@@ -21,12 +21,20 @@ pub struct TempPostgres {
     bin: PathBuf,
     port: u16,
     as_nobody: bool,
+    /// Server options beyond the harness's own.
+    options: String,
 }
 
 impl TempPostgres {
     /// Create a cluster and start it; panics with the server's log when it
     /// cannot (a test that needs PostgreSQL cannot go on without it).
     pub fn start() -> TempPostgres {
+        Self::start_with(|_| String::new())
+    }
+
+    /// [`TempPostgres::start`] with more server options, written by `extra`
+    /// given the cluster's directory (e.g. TLS files placed there).
+    pub fn start_with(extra: impl Fn(&Path) -> String) -> TempPostgres {
         let bin = server_bin_dir().unwrap_or_else(|| {
             panic!("PostgreSQL's initdb was not found on PATH or under /usr/lib/postgresql/*/bin: install the `postgresql` package (.ci/run does)")
         });
@@ -36,7 +44,8 @@ impl TempPostgres {
             // `nobody` must reach the directory: the temp root is world-traversable, the cluster's own folder is its.
             chown_nobody(dir.path());
         }
-        let mut pg = TempPostgres { dir, bin, port: 0, as_nobody };
+        let options = extra(dir.path());
+        let mut pg = TempPostgres { dir, bin, port: 0, as_nobody, options };
         let data = pg.data_dir();
         let out = pg
             .command("initdb")
@@ -95,9 +104,10 @@ impl TempPostgres {
 
     fn pg_ctl_start(&self) -> bool {
         let opts = format!(
-            "-c listen_addresses=127.0.0.1 -c port={} -c unix_socket_directories='{}' -c fsync=on -c max_connections=200",
+            "-c listen_addresses=127.0.0.1 -c port={} -c unix_socket_directories='{}' -c fsync=on -c max_connections=200 {}",
             self.port,
-            self.dir.path().display()
+            self.dir.path().display(),
+            self.options
         );
         let status = self
             .command("pg_ctl")
@@ -169,6 +179,13 @@ fn server_bin_dir() -> Option<PathBuf> {
 
 fn is_root() -> bool {
     Command::new("id").arg("-u").output().map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0").unwrap_or(false)
+}
+
+/// Give a file or directory to the server's user when the server runs as `nobody`.
+pub fn give_to_server(path: &Path) {
+    if is_root() {
+        chown_nobody(path);
+    }
 }
 
 fn chown_nobody(dir: &Path) {
