@@ -5,11 +5,7 @@
 //! `synchronous_commit`); concurrent hosts are kept correct by the database
 //! (unique keys, row locks, the audit chain's head row), not by a writer in
 //! this process. The schema lives in versioned SQL files ([`migrate`]).
-//!
-//! What is implemented so far: connect, migrations, TLS, users, groups,
-//! memberships, keys (with a cache invalidated fleet-wide by
-//! `LISTEN/NOTIFY`) and the audit chain, as inherent methods named and typed
-//! as the [`crate::Store`] methods they will implement.
+//! docs/decisions/postgres-store.md says why each table and lock is as it is.
 
 mod admin;
 pub mod audit;
