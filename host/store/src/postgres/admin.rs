@@ -10,17 +10,6 @@ use super::{KEYS_CHANNEL, PgStore, audit, db_error, decode, encode};
 use crate::model::{ApiKeyRecord, AuditEntry, AuditRecord, Group, User};
 use crate::{AuditQuery, ChainReport, KeyHash, StoreError, StoreResult};
 
-/// Run `body` in a transaction and commit it (rolled back on error).
-macro_rules! in_txn {
-    ($store:expr, |$txn:ident| $body:block) => {{
-        let mut client = $store.client().await?;
-        let $txn = client.transaction().await.map_err(db_error)?;
-        let out = $body;
-        $txn.commit().await.map_err(db_error)?;
-        Ok(out)
-    }};
-}
-
 async fn exists(txn: &Transaction<'_>, sql: &str, id: &str) -> StoreResult<bool> {
     Ok(txn.query_opt(sql, &[&id]).await.map_err(db_error)?.is_some())
 }
@@ -40,7 +29,7 @@ impl PgStore {
     }
 
     pub async fn create_user(&self, user: User, audit: AuditEntry) -> StoreResult<User> {
-        in_txn!(self, |txn| {
+        self.in_txn(async |txn| {
             let n = txn
                 .execute("INSERT INTO users (id, record) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING", &[&user.id, &encode(&user)?])
                 .await
@@ -48,9 +37,10 @@ impl PgStore {
             if n == 0 {
                 return Err(StoreError::Conflict(format!("user {} already exists", user.id)));
             }
-            audit::append(&txn, std::slice::from_ref(&audit)).await?;
-            user
+            audit::append(txn, std::slice::from_ref(&audit)).await?;
+            Ok(user)
         })
+        .await
     }
 
     pub async fn get_user(&self, id: &str) -> StoreResult<Option<User>> {
@@ -64,7 +54,7 @@ impl PgStore {
     }
 
     pub async fn create_group(&self, group: Group, audit: AuditEntry) -> StoreResult<Group> {
-        in_txn!(self, |txn| {
+        self.in_txn(async |txn| {
             let n = txn
                 .execute("INSERT INTO groups (id, record) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING", &[&group.id, &encode(&group)?])
                 .await
@@ -72,20 +62,22 @@ impl PgStore {
             if n == 0 {
                 return Err(StoreError::Conflict(format!("group {} already exists", group.id)));
             }
-            audit::append(&txn, std::slice::from_ref(&audit)).await?;
-            group
+            audit::append(txn, std::slice::from_ref(&audit)).await?;
+            Ok(group)
         })
+        .await
     }
 
     pub async fn update_group(&self, group: Group, audit: AuditEntry) -> StoreResult<Group> {
-        in_txn!(self, |txn| {
+        self.in_txn(async |txn| {
             let n = txn.execute("UPDATE groups SET record = $2 WHERE id = $1", &[&group.id, &encode(&group)?]).await.map_err(db_error)?;
             if n == 0 {
                 return Err(StoreError::NotFound(format!("group {}", group.id)));
             }
-            audit::append(&txn, std::slice::from_ref(&audit)).await?;
-            group
+            audit::append(txn, std::slice::from_ref(&audit)).await?;
+            Ok(group)
         })
+        .await
     }
 
     pub async fn get_group(&self, id: &str) -> StoreResult<Option<Group>> {
@@ -108,11 +100,11 @@ impl PgStore {
     }
 
     pub async fn add_member(&self, group_id: &str, user_id: &str, audit: AuditEntry) -> StoreResult<()> {
-        in_txn!(self, |txn| {
-            if !exists(&txn, "SELECT 1 FROM groups WHERE id = $1 FOR SHARE", group_id).await? {
+        self.in_txn(async |txn| {
+            if !exists(txn, "SELECT 1 FROM groups WHERE id = $1 FOR SHARE", group_id).await? {
                 return Err(StoreError::NotFound(format!("group {group_id}")));
             }
-            if !exists(&txn, "SELECT 1 FROM users WHERE id = $1 FOR SHARE", user_id).await? {
+            if !exists(txn, "SELECT 1 FROM users WHERE id = $1 FOR SHARE", user_id).await? {
                 return Err(StoreError::NotFound(format!("user {user_id}")));
             }
             let n = txn
@@ -122,12 +114,14 @@ impl PgStore {
             if n == 0 {
                 return Err(StoreError::Conflict(format!("user {user_id} is already in group {group_id}")));
             }
-            audit::append(&txn, std::slice::from_ref(&audit)).await?;
+            audit::append(txn, std::slice::from_ref(&audit)).await?;
+            Ok(())
         })
+        .await
     }
 
     pub async fn remove_member(&self, group_id: &str, user_id: &str, audit: AuditEntry) -> StoreResult<()> {
-        in_txn!(self, |txn| {
+        self.in_txn(async |txn| {
             let n = txn
                 .execute("DELETE FROM group_members WHERE group_id = $1 AND user_id = $2", &[&group_id, &user_id])
                 .await
@@ -135,16 +129,18 @@ impl PgStore {
             if n == 0 {
                 return Err(StoreError::NotFound(format!("membership of user {user_id} in group {group_id}")));
             }
-            audit::append(&txn, std::slice::from_ref(&audit)).await?;
+            audit::append(txn, std::slice::from_ref(&audit)).await?;
+            Ok(())
         })
+        .await
     }
 
     pub async fn create_key(&self, key: ApiKeyRecord, audit: AuditEntry) -> StoreResult<ApiKeyRecord> {
-        in_txn!(self, |txn| {
-            if exists(&txn, "SELECT 1 FROM api_keys WHERE id = $1", &key.id).await? {
+        self.in_txn(async |txn| {
+            if exists(txn, "SELECT 1 FROM api_keys WHERE id = $1", &key.id).await? {
                 return Err(StoreError::Conflict(format!("key {} already exists", key.id)));
             }
-            if !exists(&txn, "SELECT 1 FROM users WHERE id = $1 FOR SHARE", &key.user_id).await? {
+            if !exists(txn, "SELECT 1 FROM users WHERE id = $1 FOR SHARE", &key.user_id).await? {
                 return Err(StoreError::NotFound(format!("user {}", key.user_id)));
             }
             let n = txn
@@ -158,50 +154,55 @@ impl PgStore {
                 // The id was free a moment ago, so the hash (or a racing id) is taken.
                 return Err(StoreError::Conflict("that key secret is already registered".into()));
             }
-            audit::append(&txn, std::slice::from_ref(&audit)).await?;
-            notify_keys(&txn, &key.id).await?;
-            key
+            audit::append(txn, std::slice::from_ref(&audit)).await?;
+            notify_keys(txn, &key.id).await?;
+            Ok(key)
         })
+        .await
     }
 
     pub async fn update_key(&self, key: ApiKeyRecord, audit: AuditEntry) -> StoreResult<ApiKeyRecord> {
-        let updated: StoreResult<ApiKeyRecord> = in_txn!(self, |txn| {
-            let row = txn.query_opt("SELECT record FROM api_keys WHERE id = $1 FOR UPDATE", &[&key.id]).await.map_err(db_error)?;
-            let old: ApiKeyRecord = decode(row.ok_or_else(|| StoreError::NotFound(format!("key {}", key.id)))?.get(0))?;
-            let mut new = key.clone();
-            // The secret and the owner never change.
-            new.hash = old.hash;
-            new.prefix = old.prefix.clone();
-            new.user_id = old.user_id.clone();
-            new.created_at = old.created_at;
-            new.revoked_at = old.revoked_at;
-            txn.execute("UPDATE api_keys SET admin = $2, record = $3 WHERE id = $1", &[&new.id, &new.admin, &encode(&new)?])
-                .await
-                .map_err(db_error)?;
-            audit::append(&txn, std::slice::from_ref(&audit)).await?;
-            notify_keys(&txn, &new.id).await?;
-            new
-        });
+        let updated: StoreResult<ApiKeyRecord> = self
+            .in_txn(async |txn| {
+                let row = txn.query_opt("SELECT record FROM api_keys WHERE id = $1 FOR UPDATE", &[&key.id]).await.map_err(db_error)?;
+                let old: ApiKeyRecord = decode(row.ok_or_else(|| StoreError::NotFound(format!("key {}", key.id)))?.get(0))?;
+                let mut new = key.clone();
+                // The secret and the owner never change.
+                new.hash = old.hash;
+                new.prefix = old.prefix.clone();
+                new.user_id = old.user_id.clone();
+                new.created_at = old.created_at;
+                new.revoked_at = old.revoked_at;
+                txn.execute("UPDATE api_keys SET admin = $2, record = $3 WHERE id = $1", &[&new.id, &new.admin, &encode(&new)?])
+                    .await
+                    .map_err(db_error)?;
+                audit::append(txn, std::slice::from_ref(&audit)).await?;
+                notify_keys(txn, &new.id).await?;
+                Ok(new)
+            })
+            .await;
         // This host need not wait for its own notification.
         self.keys.invalidate();
         updated
     }
 
     pub async fn revoke_key(&self, id: &str, audit: AuditEntry) -> StoreResult<ApiKeyRecord> {
-        let revoked: StoreResult<ApiKeyRecord> = in_txn!(self, |txn| {
-            let row = txn.query_opt("SELECT record FROM api_keys WHERE id = $1 FOR UPDATE", &[&id]).await.map_err(db_error)?;
-            let mut key: ApiKeyRecord = decode(row.ok_or_else(|| StoreError::NotFound(format!("key {id}")))?.get(0))?;
-            if key.revoked_at.is_some() {
-                return Err(StoreError::Conflict(format!("key {id} is already revoked")));
-            }
-            key.revoked_at = Some(Utc::now());
-            txn.execute("UPDATE api_keys SET revoked_at = $2, record = $3 WHERE id = $1", &[&id, &key.revoked_at, &encode(&key)?])
-                .await
-                .map_err(db_error)?;
-            audit::append(&txn, std::slice::from_ref(&audit)).await?;
-            notify_keys(&txn, id).await?;
-            key
-        });
+        let revoked: StoreResult<ApiKeyRecord> = self
+            .in_txn(async |txn| {
+                let row = txn.query_opt("SELECT record FROM api_keys WHERE id = $1 FOR UPDATE", &[&id]).await.map_err(db_error)?;
+                let mut key: ApiKeyRecord = decode(row.ok_or_else(|| StoreError::NotFound(format!("key {id}")))?.get(0))?;
+                if key.revoked_at.is_some() {
+                    return Err(StoreError::Conflict(format!("key {id} is already revoked")));
+                }
+                key.revoked_at = Some(Utc::now());
+                txn.execute("UPDATE api_keys SET revoked_at = $2, record = $3 WHERE id = $1", &[&id, &key.revoked_at, &encode(&key)?])
+                    .await
+                    .map_err(db_error)?;
+                audit::append(txn, std::slice::from_ref(&audit)).await?;
+                notify_keys(txn, id).await?;
+                Ok(key)
+            })
+            .await;
         self.keys.invalidate();
         revoked
     }
@@ -245,9 +246,11 @@ impl PgStore {
     }
 
     pub async fn append_audit(&self, entries: Vec<AuditEntry>) -> StoreResult<()> {
-        in_txn!(self, |txn| {
-            audit::append(&txn, &entries).await?;
+        self.in_txn(async |txn| {
+            audit::append(txn, &entries).await?;
+            Ok(())
         })
+        .await
     }
 
     pub async fn audit_query(&self, q: &AuditQuery) -> StoreResult<(Vec<AuditRecord>, u64)> {

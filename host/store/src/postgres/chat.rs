@@ -164,77 +164,85 @@ impl PgStore {
     /// the row lock (or the insert's unique key) orders them, and the
     /// second sees the first's claim.
     pub async fn idempotency_claim(&self, scope: &str, record: IdempotencyRecord) -> StoreResult<Claim> {
-        let mut client = self.client().await?;
-        let txn = client.transaction().await.map_err(db_error)?;
         let lease = match &record.state {
             IdempotencyState::InFlight { lease_until } => Some(*lease_until),
             IdempotencyState::Completed { .. } => None,
         };
-        // Insert, or take over a row that no longer binds; nothing if a live one is there.
-        let now = Utc::now();
-        let claimed = txn
-            .execute(
-                "INSERT INTO idempotency AS i (scope, expires_at, lease_until, record) VALUES ($1, $3, $4, $5)
-                 ON CONFLICT (scope) DO UPDATE SET expires_at = EXCLUDED.expires_at, lease_until = EXCLUDED.lease_until, record = EXCLUDED.record
-                 WHERE NOT (i.expires_at > $2 AND (i.lease_until IS NULL OR i.lease_until > $2))",
-                &[&scope, &now, &record.expires_at, &lease, &encode(&record)?],
-            )
-            .await
-            .map_err(db_error)?;
-        let claim = if claimed == 1 {
-            Claim::Claimed
-        } else {
-            let row = txn.query_one("SELECT record FROM idempotency WHERE scope = $1", &[&scope]).await.map_err(db_error)?;
-            Claim::Existing(decode(row.get(0))?)
-        };
-        txn.commit().await.map_err(db_error)?;
-        Ok(claim)
+        let text = encode(&record)?;
+        self.in_txn(async |txn| {
+            // A live record that a sweep deletes between the two statements
+            // leaves nothing to read: then the claim is tried again.
+            for _ in 0..3 {
+                // Insert, or take over a row that no longer binds; nothing if a live one is there.
+                let claimed = txn
+                    .execute(
+                        "INSERT INTO idempotency AS i (scope, expires_at, lease_until, record) VALUES ($1, $3, $4, $5)
+                         ON CONFLICT (scope) DO UPDATE SET expires_at = EXCLUDED.expires_at, lease_until = EXCLUDED.lease_until, record = EXCLUDED.record
+                         WHERE NOT (i.expires_at > $2 AND (i.lease_until IS NULL OR i.lease_until > $2))",
+                        &[&scope, &Utc::now(), &record.expires_at, &lease, &text],
+                    )
+                    .await
+                    .map_err(db_error)?;
+                if claimed == 1 {
+                    return Ok(Claim::Claimed);
+                }
+                let row = txn.query_opt("SELECT record FROM idempotency WHERE scope = $1", &[&scope]).await.map_err(db_error)?;
+                if let Some(row) = row {
+                    return Ok(Claim::Existing(decode(row.get(0))?));
+                }
+            }
+            Err(StoreError::Backend(format!("idempotency key {scope}: claimed and removed repeatedly while claiming")))
+        })
+        .await
     }
 
     pub async fn idempotency_renew(&self, scope: &str, lease_until: DateTime<Utc>) -> StoreResult<()> {
-        let mut client = self.client().await?;
-        let txn = client.transaction().await.map_err(db_error)?;
-        let row = txn.query_opt("SELECT record FROM idempotency WHERE scope = $1 FOR UPDATE", &[&scope]).await.map_err(db_error)?;
-        if let Some(row) = row {
-            let mut r: IdempotencyRecord = decode(row.get(0))?;
-            if let IdempotencyState::InFlight { .. } = r.state {
-                r.state = IdempotencyState::InFlight { lease_until };
-                put_idempotency(&txn, scope, &r).await?;
+        self.in_txn(async |txn| {
+            let row = txn.query_opt("SELECT record FROM idempotency WHERE scope = $1 FOR UPDATE", &[&scope]).await.map_err(db_error)?;
+            if let Some(row) = row {
+                let mut r: IdempotencyRecord = decode(row.get(0))?;
+                if let IdempotencyState::InFlight { .. } = r.state {
+                    r.state = IdempotencyState::InFlight { lease_until };
+                    put_idempotency(txn, scope, &r).await?;
+                }
             }
-        }
-        txn.commit().await.map_err(db_error)
+            Ok(())
+        })
+        .await
     }
 
     pub async fn idempotency_sweep(&self, after: Option<String>, limit: usize) -> StoreResult<SweepPage> {
         let limit_i = i64::try_from(limit).unwrap_or(i64::MAX);
         let after = after.unwrap_or_default();
         let now = Utc::now();
-        let mut client = self.client().await?;
-        let txn = client.transaction().await.map_err(db_error)?;
-        // The page of scopes, in key order; the delete re-checks liveness under
-        // the row locks, so a record claimed again meanwhile is kept.
-        let scopes: Vec<String> = txn
-            .query("SELECT scope FROM idempotency WHERE scope > $1 ORDER BY scope LIMIT $2", &[&after, &limit_i])
-            .await
-            .map_err(db_error)?
-            .iter()
-            .map(|r| r.get(0))
-            .collect();
-        let removed = txn
-            .execute(&format!("DELETE FROM idempotency WHERE scope = ANY($1) AND NOT ({LIVE})"), &[&scopes, &now])
-            .await
-            .map_err(db_error)?;
-        txn.commit().await.map_err(db_error)?;
+        let (scopes, removed) = self
+            .in_txn(async |txn| {
+                // The page of scopes, in key order; the delete re-checks liveness
+                // under the row locks, so a record claimed again meanwhile is kept.
+                let scopes: Vec<String> = txn
+                    .query("SELECT scope FROM idempotency WHERE scope > $1 ORDER BY scope LIMIT $2", &[&after, &limit_i])
+                    .await
+                    .map_err(db_error)?
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect();
+                let removed = txn
+                    .execute(&format!("DELETE FROM idempotency WHERE scope = ANY($1) AND NOT ({LIVE})"), &[&scopes, &now])
+                    .await
+                    .map_err(db_error)?;
+                Ok((scopes, removed))
+            })
+            .await?;
         let next = if scopes.len() == limit { scopes.last().cloned() } else { None };
         Ok(SweepPage { removed: removed as usize, next })
     }
 
     pub async fn enqueue_events(&self, events: Vec<OutboxEvent>, audit_entries: Vec<crate::model::AuditEntry>) -> StoreResult<()> {
-        let mut client = self.client().await?;
-        let txn = client.transaction().await.map_err(db_error)?;
-        push_events(&txn, &events).await?;
-        audit::append(&txn, &audit_entries).await?;
-        txn.commit().await.map_err(db_error)
+        self.in_txn(async |txn| {
+            push_events(txn, &events).await?;
+            audit::append(txn, &audit_entries).await
+        })
+        .await
     }
 
     pub async fn receipt(&self, bundle_id: &str) -> StoreResult<Option<SignedReceipt>> {

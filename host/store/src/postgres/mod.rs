@@ -165,6 +165,15 @@ impl PgStore {
         self.keys.generation()
     }
 
+    /// Run `f` in a transaction and commit it; an error rolls it back.
+    pub(crate) async fn in_txn<T>(&self, f: impl AsyncFnOnce(&tokio_postgres::Transaction<'_>) -> StoreResult<T>) -> StoreResult<T> {
+        let mut client = self.client().await?;
+        let txn = client.transaction().await.map_err(db_error)?;
+        let out = f(&txn).await?;
+        txn.commit().await.map_err(db_error)?;
+        Ok(out)
+    }
+
     /// A pooled connection. A failure to get one is what `/health` reports
     /// until a later call gets one again.
     pub(crate) async fn client(&self) -> StoreResult<deadpool_postgres::Object> {

@@ -151,16 +151,6 @@ async fn record_one(txn: &Transaction<'_>, a: &Attempt) -> StoreResult<(AttemptE
     Ok((effect, disabled))
 }
 
-impl PgStore {
-    async fn in_txn<T>(&self, f: impl AsyncFnOnce(&Transaction<'_>) -> StoreResult<T>) -> StoreResult<T> {
-        let mut client = self.client().await?;
-        let txn = client.transaction().await.map_err(db_error)?;
-        let out = f(&txn).await?;
-        txn.commit().await.map_err(db_error)?;
-        Ok(out)
-    }
-}
-
 #[async_trait]
 impl WebhookStore for PgStore {
     async fn prepare_webhooks(&self) -> StoreResult<()> {
