@@ -2,11 +2,11 @@
 //! hosts. What a single host promises must hold across them: keys seen and
 //! revoked everywhere, one audit chain, one owner of an idempotency key,
 //! exact quota counts, outbox numbers in commit order. Also the migrations
-//! (several hosts starting at once, a newer schema refused) and `/health`'s
-//! view while the database is down.
+//! (several hosts starting at once, a newer schema refused), `/health`'s
+//! view while the database is down, and recovery when it returns.
 //!
 //! One throwaway cluster for the whole file, one database per case; the
-//! last case stops the cluster.
+//! last case stops and restarts the cluster.
 
 mod common;
 
@@ -241,25 +241,36 @@ async fn an_event_numbered_first_is_committed_first(pg: &TempPostgres) {
     assert_eq!(seqs, [1, 2]);
 }
 
-async fn a_host_reports_unhealthy_while_the_database_is_down(pg: &TempPostgres) {
-    let (a, _b) = two_hosts(pg, "health").await;
-    assert!(a.get_user("usr_x").await.is_ok());
+async fn a_host_is_unhealthy_while_the_database_is_down_and_recovers_unaided(pg: &mut TempPostgres) {
+    let (a, b) = two_hosts(pg, "health").await;
+    wait_listening(&b).await;
+    let user = User { id: "usr_kept".into(), name: "K".into(), email: "k@example.com".into(), created_at: Utc::now() };
+    a.create_user(user, entry("acknowledged before the outage")).await.expect("user");
     assert!(a.healthy());
     pg.stop();
     // Pooled connections find the server gone; a new one is refused.
     let mut failed = false;
     for _ in 0..3 {
-        failed |= a.get_user("usr_x").await.is_err();
+        failed |= a.get_user("usr_kept").await.is_err();
     }
     assert!(failed, "reads fail while the database is down");
-    let _ = a.get_user("usr_x").await;
+    let _ = a.get_user("usr_kept").await;
     assert!(!a.healthy(), "health says so");
     assert!(a.storage_failure().is_some_and(|f| f.contains("PostgreSQL")), "{:?}", a.storage_failure());
+
+    pg.restart();
+    // Nobody restarts the hosts: the next call connects again, and health follows.
+    assert!(a.get_user("usr_kept").await.expect("read after the restart").is_some(), "acknowledged before, present after");
+    assert!(a.healthy() && a.storage_failure().is_none());
+    // The key-change listener is back too, so B's key cache is on again.
+    wait_listening(&b).await;
+    let report = b.verify_audit_chain().await.expect("verify");
+    assert!(report.ok && report.records == 1, "{report:?}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn several_hosts_on_one_postgres_keep_every_promise() {
-    let pg = TempPostgres::start();
+    let mut pg = TempPostgres::start();
     hosts_starting_at_once_migrate_once_and_a_newer_schema_is_refused(&pg).await;
     a_key_created_on_one_host_works_on_the_other_and_a_revoke_reaches_it_within_the_bound(&pg).await;
     appends_from_two_hosts_at_once_make_one_chain(&pg).await;
@@ -268,6 +279,6 @@ async fn several_hosts_on_one_postgres_keep_every_promise() {
     quota_counts_from_both_hosts_add_up_exactly(&pg).await;
     outbox_numbers_follow_commit_order_across_hosts(&pg).await;
     an_event_numbered_first_is_committed_first(&pg).await;
-    // Last: it stops the cluster.
-    a_host_reports_unhealthy_while_the_database_is_down(&pg).await;
+    // Last: it stops and restarts the cluster.
+    a_host_is_unhealthy_while_the_database_is_down_and_recovers_unaided(&mut pg).await;
 }

@@ -30,6 +30,12 @@ pub use migrate::{MigrateError, Migrated, migrate};
 use crate::receipts::ReceiptSealer;
 use crate::{StoreError, StoreResult};
 
+/// Longest wait for a connection (to open one, or for a free one in the
+/// pool): a database that does not answer turns into errors (503 and
+/// `degraded`) within this, not requests hanging for the operating system's
+/// TCP timeout. A URL's own `connect_timeout` wins for opening one.
+const WAIT: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// NOTIFY channel of key writes.
 const KEYS_CHANNEL: &str = "gatehouse_keys";
 
@@ -127,15 +133,24 @@ impl PgStore {
     /// receipt is signed alone, in its transaction).
     pub async fn connect_with(options: PgOptions, sealer: Option<Arc<dyn ReceiptSealer>>) -> anyhow::Result<PgStore> {
         let url = tls::normalise_url(&options.url);
-        let config: tokio_postgres::Config = url.parse().map_err(|e| anyhow::anyhow!("invalid PostgreSQL URL: {e}"))?;
+        let mut config: tokio_postgres::Config = url.parse().map_err(|e| anyhow::anyhow!("invalid PostgreSQL URL: {e}"))?;
+        if config.get_connect_timeout().is_none() {
+            config.connect_timeout(WAIT);
+        }
         let tls = tls::connector(config.get_ssl_mode(), options.ca_file.as_deref())?;
         let manager_config = ManagerConfig { recycling_method: RecyclingMethod::Fast };
         let manager = match &tls {
             Some(tls) => Manager::from_config(config.clone(), tls.clone(), manager_config),
             None => Manager::from_config(config.clone(), NoTls, manager_config),
         };
-        let pool =
-            Pool::builder(manager).max_size(options.pool_size.max(1)).build().map_err(|e| anyhow::anyhow!("PostgreSQL pool: {e}"))?;
+        let pool = Pool::builder(manager)
+            .max_size(options.pool_size.max(1))
+            .runtime(deadpool_postgres::Runtime::Tokio1)
+            .wait_timeout(Some(WAIT))
+            .create_timeout(Some(WAIT))
+            .recycle_timeout(Some(WAIT))
+            .build()
+            .map_err(|e| anyhow::anyhow!("PostgreSQL pool: {e}"))?;
         migrate(&pool).await?;
         let keys = Arc::new(key_cache::KeyCache::default());
         let counts = Arc::new(quota::Pending::default());

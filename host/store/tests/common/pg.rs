@@ -1,7 +1,7 @@
 //! A throwaway PostgreSQL for the store's tests: `initdb` into a temporary
 //! directory, `postgres` on a free loopback port, stopped and removed on drop.
-//! A trimmed copy of the black-box tests' harness (`tests/src/postgres.rs`,
-//! which also restarts a cluster): this crate cannot depend on that one.
+//! A copy of the black-box tests' harness (`tests/src/postgres.rs`), with a
+//! hook for server options (TLS): this crate cannot depend on that one.
 //!
 //! The server binaries come from the machine's PostgreSQL packages (`.ci/run`
 //! installs Debian's `postgresql` when they are missing): `initdb` and
@@ -91,6 +91,11 @@ impl TempPostgres {
     /// Stop the server (fast shutdown: sessions are ended, committed data kept).
     pub fn stop(&self) {
         let _ = self.command("pg_ctl").args(["stop", "-m", "fast", "-w", "-t", "30", "-D"]).arg(self.data_dir()).output();
+    }
+
+    /// Start it again on the same port, after [`TempPostgres::stop`].
+    pub fn restart(&mut self) {
+        assert!(self.pg_ctl_start(), "PostgreSQL did not start again; log:\n{}", self.log());
     }
 
     /// The server's log.
