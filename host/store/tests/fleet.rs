@@ -1,7 +1,7 @@
 //! Several hosts on one PostgreSQL: two `PgStore`s on one database are two
 //! hosts. What a single host promises must hold across them: keys seen and
 //! revoked everywhere, one audit chain, one owner of an idempotency key,
-//! exact quota counts, outbox numbers in commit order. Also the migrations
+//! exact quota counts and usage, outbox numbers in commit order. Also the migrations
 //! (several hosts starting at once, a newer schema refused), `/health`'s
 //! view while the database is down, and recovery when it returns.
 //!
@@ -17,7 +17,7 @@ use chrono::Utc;
 use gatehouse_store::audit::{Audit, category, kind};
 use gatehouse_store::model::{ApiKeyRecord, AuditEntry, User};
 use gatehouse_store::postgres::{KEY_CACHE_TTL, PgOptions, PgStore, migrate};
-use gatehouse_store::records::{Claim, IdempotencyRecord, IdempotencyState, OutboxEvent, RequestOutcome};
+use gatehouse_store::records::{Claim, IdempotencyRecord, IdempotencyState, OutboxEvent, RequestOutcome, UsageDelta, UsageTotals};
 use gatehouse_store::{KeyHash, Store};
 
 use common::pg::TempPostgres;
@@ -201,6 +201,26 @@ async fn quota_counts_from_both_hosts_add_up_exactly(pg: &TempPostgres) {
     assert_eq!(counts, (vec![50], vec![50]));
 }
 
+async fn one_key_billed_from_both_hosts_at_once_adds_up_one_ledger_row_per_request(pg: &TempPostgres) {
+    let (a, b) = two_hosts(pg, "usage").await;
+    concurrently((0..40).map(|i| {
+        let host = if i % 2 == 0 { a.clone() } else { b.clone() };
+        async move {
+            let usage = UsageDelta { user_id: "usr_a".into(), key_id: "key_1".into(), prompt_tokens: 3, completion_tokens: i };
+            host.finish_request(RequestOutcome { usage: Some(usage), ..Default::default() }).await.expect("bill")
+        }
+    }))
+    .await;
+    let expected = UsageTotals { requests: 40, prompt_tokens: 120, completion_tokens: (0..40).sum() };
+    for host in [&a, &b] {
+        let (users, keys) = host.usage_totals().await.expect("totals");
+        assert_eq!((users, keys), (vec![("usr_a".to_owned(), expected)], vec![("key_1".to_owned(), expected)]));
+    }
+    let client = a.pool().get().await.expect("client");
+    let rows: i64 = client.query_one("SELECT count(*) FROM usage_ledger WHERE key_id = 'key_1'", &[]).await.expect("ledger").get(0);
+    assert_eq!(rows, 40);
+}
+
 async fn outbox_numbers_follow_commit_order_across_hosts(pg: &TempPostgres) {
     let (a, b) = two_hosts(pg, "outbox").await;
     concurrently((0..40).map(|i| {
@@ -277,6 +297,7 @@ async fn several_hosts_on_one_postgres_keep_every_promise() {
     an_edited_or_truncated_chain_is_reported(&pg).await;
     one_host_wins_an_idempotency_key_claimed_on_both_at_once(&pg).await;
     quota_counts_from_both_hosts_add_up_exactly(&pg).await;
+    one_key_billed_from_both_hosts_at_once_adds_up_one_ledger_row_per_request(&pg).await;
     outbox_numbers_follow_commit_order_across_hosts(&pg).await;
     an_event_numbered_first_is_committed_first(&pg).await;
     // Last: it stops and restarts the cluster.

@@ -74,13 +74,15 @@ async fn finish(txn: &Transaction<'_>, o: &RequestOutcome, sealed: Option<&Seale
         )
         .await
         .map_err(db_error)?;
+        // One shard row of each total (see the migration); user before key, so two requests lock in one order.
+        let shard = i16::from(rand::random::<u8>() % USAGE_SHARDS);
         txn.execute(
-            "INSERT INTO usage_totals AS t (scope, id, requests, prompt_tokens, completion_tokens)
-             VALUES ('user', $1, 1, $3, $4), ('key', $2, 1, $3, $4)
-             ON CONFLICT (scope, id) DO UPDATE SET requests = t.requests + 1,
+            "INSERT INTO usage_totals AS t (scope, id, shard, requests, prompt_tokens, completion_tokens)
+             VALUES ('user', $1, $5, 1, $3, $4), ('key', $2, $5, 1, $3, $4)
+             ON CONFLICT (scope, id, shard) DO UPDATE SET requests = t.requests + 1,
                  prompt_tokens = t.prompt_tokens + EXCLUDED.prompt_tokens,
                  completion_tokens = t.completion_tokens + EXCLUDED.completion_tokens",
-            &[&u.user_id, &u.key_id, &prompt, &completion],
+            &[&u.user_id, &u.key_id, &prompt, &completion, &shard],
         )
         .await
         .map_err(db_error)?;
@@ -106,6 +108,9 @@ async fn put_idempotency(txn: &Transaction<'_>, scope: &str, r: &IdempotencyReco
     .map_err(db_error)?;
     Ok(())
 }
+
+/// Shard rows per usage total (the migration's `CHECK` allows 0 to 15).
+const USAGE_SHARDS: u8 = 16;
 
 /// A record's liveness at `$2`, in SQL: what `IdempotencyRecord::is_live` says in Rust.
 const LIVE: &str = "expires_at > $2 AND (lease_until IS NULL OR lease_until > $2)";
@@ -136,7 +141,11 @@ impl PgStore {
         let rows = self
             .client()
             .await?
-            .query("SELECT scope, id, requests, prompt_tokens, completion_tokens FROM usage_totals ORDER BY scope, id", &[])
+            .query(
+                "SELECT scope, id, sum(requests)::bigint, sum(prompt_tokens)::bigint, sum(completion_tokens)::bigint
+                 FROM usage_totals GROUP BY scope, id ORDER BY scope, id",
+                &[],
+            )
             .await
             .map_err(db_error)?;
         let (mut users, mut keys) = (Vec::new(), Vec::new());

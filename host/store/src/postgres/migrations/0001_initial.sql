@@ -78,14 +78,19 @@ CREATE INDEX usage_ledger_at ON usage_ledger (at);
 CREATE INDEX usage_ledger_key ON usage_ledger (key_id, at);
 CREATE INDEX usage_ledger_user ON usage_ledger (user_id, at);
 
--- Running totals per `user` or `key` row, updated in the ledger row's transaction.
+-- Running totals per `user` or `key`, updated in the ledger row's
+-- transaction. Each is spread over 16 shard rows (a request adds to one,
+-- chosen at random; a read sums them): one row per key would be locked by
+-- every request of that key until its commit, so a busy key's requests,
+-- from every host, would commit one at a time.
 CREATE TABLE usage_totals (
     scope             text NOT NULL CHECK (scope IN ('user', 'key')),
     id                text NOT NULL,
+    shard             smallint NOT NULL CHECK (shard BETWEEN 0 AND 15),
     requests          bigint NOT NULL DEFAULT 0,
     prompt_tokens     bigint NOT NULL DEFAULT 0,
     completion_tokens bigint NOT NULL DEFAULT 0,
-    PRIMARY KEY (scope, id)
+    PRIMARY KEY (scope, id, shard)
 );
 
 -- Requests counted per key and window (`d:2026-11-23`, `m:2026-11`, and the
