@@ -93,14 +93,16 @@ CREATE TABLE usage_totals (
     PRIMARY KEY (scope, id, shard)
 );
 
--- Requests counted per key and window (`d:2026-11-23`, `m:2026-11`, and the
--- fleet-wide limiter's minute and hour windows). A count is one
--- `INSERT ... ON CONFLICT DO UPDATE`, atomic across hosts.
+-- Requests counted per key and window (`d:2026-11-23`, `m:2026-11`). A
+-- count is one `INSERT ... ON CONFLICT DO UPDATE`, atomic across hosts, into
+-- one of 16 shard rows chosen per transaction (a read sums them), for the
+-- reason `usage_totals` gives.
 CREATE TABLE quota_windows (
     key_id     text NOT NULL,
     window_id  text NOT NULL,
+    shard      smallint NOT NULL CHECK (shard BETWEEN 0 AND 15),
     count      bigint NOT NULL,
-    PRIMARY KEY (key_id, window_id)
+    PRIMARY KEY (key_id, window_id, shard)
 );
 
 -- Idempotency records by `<key id>/<Idempotency-Key>`; `lease_until` is set
