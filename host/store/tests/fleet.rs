@@ -199,6 +199,13 @@ async fn quota_counts_from_both_hosts_add_up_exactly(pg: &TempPostgres) {
         .await
         .expect("read");
     assert_eq!(counts, (vec![50], vec![50]));
+
+    // A count no outcome followed is written by `flush` (at shutdown) and seen by the other host.
+    a.count_quota("key_2", &windows);
+    a.flush().await.expect("flush");
+    let (cb, w) = (b.clone(), windows.clone());
+    let seen = tokio::task::spawn_blocking(move || cb.quota_counts("key_2", &w).expect("B")).await.expect("read");
+    assert_eq!(seen, [1]);
 }
 
 async fn one_key_billed_from_both_hosts_at_once_adds_up_one_ledger_row_per_request(pg: &TempPostgres) {

@@ -180,6 +180,20 @@ impl PgStore {
         self.keys.generation()
     }
 
+    /// Write the quota counts still in memory (at shutdown, before the
+    /// store is dropped: what the flusher has not written yet would be lost).
+    pub async fn flush(&self) -> StoreResult<()> {
+        let counts = self.counts.take();
+        if counts.is_empty() {
+            return Ok(());
+        }
+        let written = self.in_txn(async |txn| quota::write_counts(txn, &counts).await).await;
+        if written.is_err() {
+            self.counts.restore(counts);
+        }
+        written
+    }
+
     /// Run `f` in a transaction and commit it; an error rolls it back.
     pub(crate) async fn in_txn<T>(&self, f: impl AsyncFnOnce(&tokio_postgres::Transaction<'_>) -> StoreResult<T>) -> StoreResult<T> {
         let mut client = self.client().await?;
