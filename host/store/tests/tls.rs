@@ -48,9 +48,12 @@ async fn every_sslmode_connects_as_it_says_and_verifies_the_server() {
     let plain = PgStore::connect(with("disable", false)).await.expect("sslmode=disable");
     assert!(!uses_tls(&plain).await, "sslmode=disable does not");
 
-    // Not signed by anything the system trusts: refused, never used unverified.
-    let refused = PgStore::connect(with("require", false)).await.err().expect("an unknown certificate is refused");
-    assert!(format!("{refused:#}").to_lowercase().contains("certificate"), "{refused:#}");
+    // Not signed by anything the system trusts: refused, never used unverified (nor, under `prefer`, dropped to plain TCP).
+    for mode in ["require", "prefer"] {
+        let refused =
+            PgStore::connect(with(mode, false)).await.err().unwrap_or_else(|| panic!("sslmode={mode}: an unknown certificate is refused"));
+        assert!(format!("{refused:#}").to_lowercase().contains("certificate"), "{refused:#}");
+    }
     // The same server under a name its certificate does not carry is refused too.
     let other_name = format!("{}?sslmode=require&hostaddr=127.0.0.1", url.replace("127.0.0.1", "db.example.invalid"));
     let refused = PgStore::connect(PgOptions { url: other_name, ..with("require", true) }).await.err().expect("another name is refused");
