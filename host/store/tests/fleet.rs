@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use chrono::Utc;
 use gatehouse_store::audit::{Audit, category, kind};
 use gatehouse_store::model::{ApiKeyRecord, AuditEntry, User};
-use gatehouse_store::postgres::{KEY_CACHE_TTL, PgOptions, PgStore, migrate};
+use gatehouse_store::postgres::{KEY_CACHE_TTL, PgOptions, PgStore, migrate, migrate_database};
 use gatehouse_store::records::{Claim, IdempotencyRecord, IdempotencyState, OutboxEvent, RequestOutcome, UsageDelta, UsageTotals};
 use gatehouse_store::{KeyHash, Store};
 
@@ -61,6 +61,13 @@ async fn wait_listening(s: &PgStore) {
 }
 
 async fn hosts_starting_at_once_migrate_once_and_a_newer_schema_is_refused(pg: &TempPostgres) {
+    // The CLI's migration of a fresh database, then of one already there.
+    let fresh = pg.create_database("migrate_command");
+    let first = migrate_database(&PgOptions::new(fresh.clone())).await.expect("migrate");
+    assert_eq!((first.from, first.to), (0, 1));
+    let again = migrate_database(&PgOptions::new(fresh)).await.expect("migrate again");
+    assert_eq!((again.from, again.to), (1, 1));
+
     let url = pg.create_database("migrations");
     let starts = (0..4).map(|_| PgStore::connect(PgOptions::new(url.clone())));
     let stores: Vec<PgStore> = concurrently(starts).await.into_iter().map(|r| r.expect("every host starts")).collect();

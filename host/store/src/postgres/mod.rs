@@ -122,16 +122,16 @@ pub(crate) fn decode<T: serde::de::DeserializeOwned>(text: &str) -> StoreResult<
     serde_json::from_str(text).map_err(|e| StoreError::Backend(format!("corrupt record: {e}")))
 }
 
-impl PgStore {
-    /// Connect, apply migrations, and start listening for key changes. Fails
-    /// if the database cannot be reached or its schema is newer than this binary's.
-    pub async fn connect(options: PgOptions) -> anyhow::Result<PgStore> {
-        Self::connect_with(options, None).await
-    }
+/// What a store (or the `db migrate` command) opens: the driver's config, TLS, the pool.
+struct Connection {
+    config: tokio_postgres::Config,
+    tls: Option<tokio_postgres_rustls::MakeRustlsConnect>,
+    pool: Pool,
+}
 
-    /// [`PgStore::connect`] with the signer of chat receipts (each request's
-    /// receipt is signed alone, in its transaction).
-    pub async fn connect_with(options: PgOptions, sealer: Option<Arc<dyn ReceiptSealer>>) -> anyhow::Result<PgStore> {
+impl Connection {
+    /// Parse the URL and build the pool; nothing is connected yet.
+    fn open(options: &PgOptions) -> anyhow::Result<Connection> {
         let url = tls::normalise_url(&options.url);
         let mut config: tokio_postgres::Config = url.parse().map_err(|e| anyhow::anyhow!("invalid PostgreSQL URL: {e}"))?;
         if config.get_connect_timeout().is_none() {
@@ -151,6 +151,28 @@ impl PgStore {
             .recycle_timeout(Some(WAIT))
             .build()
             .map_err(|e| anyhow::anyhow!("PostgreSQL pool: {e}"))?;
+        Ok(Connection { config, tls, pool })
+    }
+}
+
+/// Apply the migrations to the database `options` names and say what was
+/// done, without starting a store: what `gatehouse db migrate` runs.
+pub async fn migrate_database(options: &PgOptions) -> anyhow::Result<Migrated> {
+    let Connection { pool, .. } = Connection::open(options)?;
+    Ok(migrate(&pool).await?)
+}
+
+impl PgStore {
+    /// Connect, apply migrations, and start listening for key changes. Fails
+    /// if the database cannot be reached or its schema is newer than this binary's.
+    pub async fn connect(options: PgOptions) -> anyhow::Result<PgStore> {
+        Self::connect_with(options, None).await
+    }
+
+    /// [`PgStore::connect`] with the signer of chat receipts (each request's
+    /// receipt is signed alone, in its transaction).
+    pub async fn connect_with(options: PgOptions, sealer: Option<Arc<dyn ReceiptSealer>>) -> anyhow::Result<PgStore> {
+        let Connection { config, tls, pool } = Connection::open(&options)?;
         migrate(&pool).await?;
         let keys = Arc::new(key_cache::KeyCache::default());
         let counts = Arc::new(quota::Pending::default());
