@@ -1,7 +1,7 @@
 //! Storage behind a trait. The embedded default is redb (one file under the
-//! data dir); the trait speaks in domain operations, not key-value calls, so a
-//! PostgreSQL backend serving several hosts can implement it with transactions
-//! of its own.
+//! data dir); the trait speaks in domain operations, not key-value calls, so
+//! the PostgreSQL backend ([`postgres`]), shared by several hosts, implements
+//! it with transactions of its own.
 //!
 //! Every write that changes state carries the audit entries that describe it;
 //! the implementation commits both together (the audit trail never misses a
@@ -16,6 +16,7 @@ pub mod audit;
 mod key_hash;
 pub mod metrics;
 pub mod model;
+pub mod postgres;
 pub mod receipts;
 pub mod records;
 pub mod redb;
