@@ -21,7 +21,7 @@ fn entry(description: &str) -> AuditEntry {
 }
 
 fn user(id: &str) -> User {
-    User { id: id.into(), name: format!("name of {id}"), email: format!("{id}@example.com"), created_at: Utc::now() }
+    User { id: id.into(), name: format!("name of {id}"), email: format!("{id}@example.com"), created_at: Utc::now(), deactivated_at: None }
 }
 
 fn group(id: &str) -> Group {
@@ -51,6 +51,7 @@ fn key(id: &str, user_id: &str, secret: &str, admin: bool) -> ApiKeyRecord {
         limits: Default::default(),
         created_at: Utc::now(),
         revoked_at: None,
+        suspended_at: None,
     }
 }
 
@@ -60,6 +61,98 @@ fn everything() -> AuditQuery {
 
 mod cases {
     use super::*;
+
+    pub async fn emails_are_unique_and_deactivation_suspends_a_users_keys(s: &dyn Both) {
+        s.create_user(user("usr_a"), entry("u")).await.expect("a");
+        let mut twin = user("usr_twin");
+        twin.email = "USR_A@example.com".into();
+        assert!(matches!(s.create_user(twin, entry("u")).await, Err(StoreError::Conflict(_))), "same email, other case");
+        let mut no_mail = user("usr_n1");
+        no_mail.email.clear();
+        s.create_user(no_mail.clone(), entry("u")).await.expect("no email");
+        s.create_user(User { id: "usr_n2".into(), ..no_mail }, entry("u")).await.expect("a second one without email");
+        s.create_user(user("usr_b"), entry("u")).await.expect("b");
+        let mut b = s.get_user("usr_b").await.expect("get").expect("b");
+        b.email = "usr_a@EXAMPLE.com".into();
+        assert!(matches!(s.update_user(b.clone(), entry("u")).await, Err(StoreError::Conflict(_))), "update to a taken email");
+
+        let k = s.create_key(key("key_a", "usr_a", "sk-a", false), entry("k")).await.expect("key");
+        let mut a = s.get_user("usr_a").await.expect("get").expect("a");
+        a.name = "Renamed".into();
+        a.deactivated_at = Some(Utc::now());
+        let changed = s.update_user(a.clone(), entry("deactivate")).await.expect("deactivate");
+        assert_eq!((changed.name.as_str(), changed.created_at), ("Renamed", a.created_at));
+        let found = s.find_key_by_hash(&KeyHash::of("sk-a")).await.expect("find").expect("found");
+        assert!(found.suspended_at.is_some(), "the lookup sees the suspension at once");
+        // A key made meanwhile waits with its user; an update keeps the suspension.
+        let later = s.create_key(key("key_a2", "usr_a", "sk-a2", false), entry("k")).await.expect("key 2");
+        assert!(later.suspended_at.is_some());
+        let kept = s.update_key(k.clone(), entry("u")).await.expect("update");
+        assert!(kept.suspended_at.is_some(), "an options update does not lift it");
+        a.deactivated_at = None;
+        s.update_user(a, entry("reactivate")).await.expect("reactivate");
+        for secret in ["sk-a", "sk-a2"] {
+            assert!(s.find_key_by_hash(&KeyHash::of(secret)).await.expect("find").expect("found").suspended_at.is_none());
+        }
+        assert!(matches!(s.update_user(user("usr_none"), entry("u")).await, Err(StoreError::NotFound(_))));
+    }
+
+    pub async fn deleting_users_keys_and_groups_removes_what_hangs_off_them_and_keeps_the_audit(s: &dyn Both) {
+        s.create_user(user("usr_a"), entry("u")).await.expect("a");
+        s.create_user(user("usr_b"), entry("u")).await.expect("b");
+        s.create_group(group("grp_1"), entry("g")).await.expect("group");
+        s.add_member("grp_1", "usr_a", entry("m")).await.expect("member a");
+        s.add_member("grp_1", "usr_b", entry("m")).await.expect("member b");
+        let mut in_group = key("key_g", "usr_b", "sk-g", false);
+        in_group.group_id = Some("grp_1".into());
+        s.create_key(in_group, entry("k")).await.expect("key in group");
+        s.create_key(key("key_a1", "usr_a", "sk-a1", false), entry("k")).await.expect("a1");
+        s.create_key(key("key_a2", "usr_a", "sk-a2", false), entry("k")).await.expect("a2");
+        let before = s.audit_query(&everything()).await.expect("query").1;
+
+        match s.delete_group("grp_1", entry("refused")).await {
+            Err(StoreError::Conflict(m)) => assert!(m.contains("key_g"), "{m}"),
+            other => panic!("a group with a key is not deleted: {other:?}"),
+        }
+        let deleted = s.delete_key("key_g", entry("delete key")).await.expect("delete key");
+        assert_eq!(deleted.id, "key_g");
+        assert!(s.find_key_by_hash(&KeyHash::of("sk-g")).await.expect("find").is_none(), "its secret is refused at once");
+        assert_eq!(s.get_key("key_g").await.expect("get"), None);
+        assert!(matches!(s.delete_key("key_g", entry("again")).await, Err(StoreError::NotFound(_))));
+
+        let (u, mut keys) = s.delete_user("usr_a", entry("delete user")).await.expect("delete user");
+        keys.sort();
+        assert_eq!((u.id.as_str(), keys), ("usr_a", vec!["key_a1".to_owned(), "key_a2".to_owned()]));
+        assert!(s.find_key_by_hash(&KeyHash::of("sk-a1")).await.expect("find").is_none());
+        assert_eq!(s.get_user("usr_a").await.expect("get"), None);
+        let members = s.list_groups().await.expect("groups").into_iter().find(|(g, _)| g.id == "grp_1").expect("grp_1").1;
+        assert_eq!(members, ["usr_b"], "the membership went with the user");
+
+        let g = s.delete_group("grp_1", entry("delete group")).await.expect("delete group");
+        assert_eq!(g.id, "grp_1");
+        assert!(s.list_groups().await.expect("groups").is_empty());
+        assert!(s.get_user("usr_b").await.expect("get").is_some(), "members stay users");
+        assert!(matches!(s.delete_user("usr_a", entry("again")).await, Err(StoreError::NotFound(_))));
+        // Every deletion is one more record; nothing was removed from the log, and it verifies.
+        assert_eq!(s.audit_query(&everything()).await.expect("query").1, before + 3);
+        assert!(s.verify_audit_chain().await.expect("verify").ok);
+    }
+
+    pub async fn the_audit_log_finds_records_about_a_user(s: &dyn Both) {
+        let about = |target: &str, by: &str| {
+            Audit::new(kind::API_KEY_MANAGEMENT, category::ACCESS_CONTROL, format!("made for {target}"))
+                .user(Some(AuditUser { id: by.into(), name: String::new(), email: String::new() }))
+                .meta("targetUserId", target)
+                .build()
+        };
+        s.append_audit(vec![about("usr_t", "usr_admin"), about("usr_other", "usr_t"), about("usr_t", "usr_admin")]).await.expect("append");
+        let q = AuditQuery { about_user_id: Some("usr_t".into()), ..everything() };
+        let (records, total) = s.audit_query(&q).await.expect("query");
+        assert_eq!(total, 2);
+        assert!(records.iter().all(|r| r.metadata["targetUserId"] == "usr_t"));
+        let by = AuditQuery { user_id: Some("usr_t".into()), ..everything() };
+        assert_eq!(s.audit_query(&by).await.expect("query").1, 1, "by them is not about them");
+    }
 
     pub async fn users_are_created_once_read_back_and_listed(s: &dyn Both) {
         let created = s.create_user(user("usr_a"), entry("create a")).await.expect("create");
@@ -398,6 +491,9 @@ macro_rules! for_each_case {
     ($m:ident) => {
         $m!(
             cases::users_are_created_once_read_back_and_listed,
+            cases::emails_are_unique_and_deactivation_suspends_a_users_keys,
+            cases::deleting_users_keys_and_groups_removes_what_hangs_off_them_and_keeps_the_audit,
+            cases::the_audit_log_finds_records_about_a_user,
             cases::groups_are_created_updated_and_list_their_members,
             cases::keys_are_found_by_hash_updated_without_their_secret_and_revoked_once,
             cases::the_audit_log_is_queried_by_filters_newest_first_in_pages,

@@ -42,6 +42,7 @@ fn key(id: &str, secret: &str) -> ApiKeyRecord {
         limits: Default::default(),
         created_at: Utc::now(),
         revoked_at: None,
+        suspended_at: None,
     }
 }
 
@@ -100,7 +101,7 @@ where
 async fn a_key_created_on_one_host_works_on_the_other_and_a_revoke_reaches_it_within_the_bound(pg: &TempPostgres) {
     let (a, b) = two_hosts(pg, "keys").await;
     wait_listening(&b).await;
-    let user = User { id: "usr_a".into(), name: "A".into(), email: "a@example.com".into(), created_at: Utc::now() };
+    let user = User { id: "usr_a".into(), name: "A".into(), email: "a@example.com".into(), created_at: Utc::now(), deactivated_at: None };
     a.create_user(user, entry("user")).await.expect("user");
     a.create_key(key("key_1", "sk-fleet"), entry("key")).await.expect("key");
     let hash = KeyHash::of("sk-fleet");
@@ -278,7 +279,8 @@ async fn an_event_numbered_first_is_committed_first(pg: &TempPostgres) {
 async fn a_host_is_unhealthy_while_the_database_is_down_and_recovers_unaided(pg: &mut TempPostgres) {
     let (a, b) = two_hosts(pg, "health").await;
     wait_listening(&b).await;
-    let user = User { id: "usr_kept".into(), name: "K".into(), email: "k@example.com".into(), created_at: Utc::now() };
+    let user =
+        User { id: "usr_kept".into(), name: "K".into(), email: "k@example.com".into(), created_at: Utc::now(), deactivated_at: None };
     a.create_user(user, entry("acknowledged before the outage")).await.expect("user");
     assert!(a.healthy());
     pg.stop();

@@ -14,6 +14,23 @@ async fn exists(txn: &Transaction<'_>, sql: &str, id: &str) -> StoreResult<bool>
     Ok(txn.query_opt(sql, &[&id]).await.map_err(db_error)?.is_some())
 }
 
+/// `Conflict` when another user has `user`'s email (without case); an empty
+/// email is not compared. The unique index `users_email` holds the same rule
+/// against a racing host (its violation is a `Conflict` too).
+async fn email_free(txn: &Transaction<'_>, user: &User) -> StoreResult<()> {
+    if user.email.is_empty() {
+        return Ok(());
+    }
+    let row = txn
+        .query_opt("SELECT id FROM users WHERE email_key = $1 AND id <> $2", &[&user.email.to_lowercase(), &user.id])
+        .await
+        .map_err(db_error)?;
+    match row {
+        Some(r) => Err(StoreError::Conflict(format!("user {} already has the email {}", r.get::<_, String>(0), user.email))),
+        None => Ok(()),
+    }
+}
+
 async fn notify_keys(txn: &Transaction<'_>, key_id: &str) -> StoreResult<()> {
     txn.execute("SELECT pg_notify($1, $2)", &[&KEYS_CHANNEL, &key_id]).await.map_err(db_error)?;
     Ok(())
@@ -30,8 +47,12 @@ impl PgStore {
 
     pub async fn create_user(&self, user: User, audit: AuditEntry) -> StoreResult<User> {
         self.in_txn(async |txn| {
+            email_free(txn, &user).await?;
             let n = txn
-                .execute("INSERT INTO users (id, record) VALUES ($1, $2) ON CONFLICT (id) DO NOTHING", &[&user.id, &encode(&user)?])
+                .execute(
+                    "INSERT INTO users (id, email_key, record) VALUES ($1, $2, $3) ON CONFLICT (id) DO NOTHING",
+                    &[&user.id, &user.email.to_lowercase(), &encode(&user)?],
+                )
                 .await
                 .map_err(db_error)?;
             if n == 0 {
@@ -41,6 +62,65 @@ impl PgStore {
             Ok(user)
         })
         .await
+    }
+
+    pub async fn update_user(&self, user: User, audit: AuditEntry) -> StoreResult<User> {
+        let updated: StoreResult<User> = self
+            .in_txn(async |txn| {
+                let row = txn.query_opt("SELECT record FROM users WHERE id = $1 FOR UPDATE", &[&user.id]).await.map_err(db_error)?;
+                let old: User = decode(row.ok_or_else(|| StoreError::NotFound(format!("user {}", user.id)))?.get(0))?;
+                let mut new = user.clone();
+                new.created_at = old.created_at;
+                email_free(txn, &new).await?;
+                if old.deactivated_at.is_some() != new.deactivated_at.is_some() {
+                    let rows =
+                        txn.query("SELECT record FROM api_keys WHERE user_id = $1 FOR UPDATE", &[&new.id]).await.map_err(db_error)?;
+                    for row in rows {
+                        let mut key: ApiKeyRecord = decode(row.get(0))?;
+                        key.suspended_at = new.deactivated_at;
+                        txn.execute("UPDATE api_keys SET record = $2 WHERE id = $1", &[&key.id, &encode(&key)?]).await.map_err(db_error)?;
+                        notify_keys(txn, &key.id).await?;
+                    }
+                }
+                txn.execute(
+                    "UPDATE users SET email_key = $2, record = $3 WHERE id = $1",
+                    &[&new.id, &new.email.to_lowercase(), &encode(&new)?],
+                )
+                .await
+                .map_err(db_error)?;
+                audit::append(txn, std::slice::from_ref(&audit)).await?;
+                Ok(new)
+            })
+            .await;
+        self.keys.invalidate();
+        updated
+    }
+
+    pub async fn delete_user(&self, id: &str, audit: AuditEntry) -> StoreResult<(User, Vec<String>)> {
+        let deleted: StoreResult<(User, Vec<String>)> = self
+            .in_txn(async |txn| {
+                let row = txn.query_opt("SELECT record FROM users WHERE id = $1 FOR UPDATE", &[&id]).await.map_err(db_error)?;
+                let user: User = decode(row.ok_or_else(|| StoreError::NotFound(format!("user {id}")))?.get(0))?;
+                let keys: Vec<String> = txn
+                    .query("DELETE FROM api_keys WHERE user_id = $1 RETURNING id", &[&id])
+                    .await
+                    .map_err(db_error)?
+                    .iter()
+                    .map(|r| r.get(0))
+                    .collect();
+                for k in &keys {
+                    notify_keys(txn, k).await?;
+                }
+                txn.execute("DELETE FROM group_members WHERE user_id = $1", &[&id]).await.map_err(db_error)?;
+                txn.execute("DELETE FROM users WHERE id = $1", &[&id]).await.map_err(db_error)?;
+                audit::append(txn, std::slice::from_ref(&audit)).await?;
+                let mut keys = keys;
+                keys.sort();
+                Ok((user, keys))
+            })
+            .await;
+        self.keys.invalidate();
+        deleted
     }
 
     pub async fn get_user(&self, id: &str) -> StoreResult<Option<User>> {
@@ -120,6 +200,33 @@ impl PgStore {
         .await
     }
 
+    pub async fn delete_group(&self, id: &str, audit: AuditEntry) -> StoreResult<Group> {
+        self.in_txn(async |txn| {
+            let row = txn.query_opt("SELECT record FROM groups WHERE id = $1 FOR UPDATE", &[&id]).await.map_err(db_error)?;
+            let group: Group = decode(row.ok_or_else(|| StoreError::NotFound(format!("group {id}")))?.get(0))?;
+            let mut holding = Vec::new();
+            for row in txn.query("SELECT record FROM api_keys", &[]).await.map_err(db_error)? {
+                let k: ApiKeyRecord = decode(row.get(0))?;
+                if k.group_id.as_deref() == Some(id) {
+                    holding.push(k.id);
+                }
+            }
+            if !holding.is_empty() {
+                holding.sort();
+                return Err(StoreError::Conflict(format!(
+                    "group {id} still has {} API key(s): {}; move them to another group or delete them first",
+                    holding.len(),
+                    holding.join(", ")
+                )));
+            }
+            txn.execute("DELETE FROM group_members WHERE group_id = $1", &[&id]).await.map_err(db_error)?;
+            txn.execute("DELETE FROM groups WHERE id = $1", &[&id]).await.map_err(db_error)?;
+            audit::append(txn, std::slice::from_ref(&audit)).await?;
+            Ok(group)
+        })
+        .await
+    }
+
     pub async fn remove_member(&self, group_id: &str, user_id: &str, audit: AuditEntry) -> StoreResult<()> {
         self.in_txn(async |txn| {
             let n = txn
@@ -140,9 +247,11 @@ impl PgStore {
             if exists(txn, "SELECT 1 FROM api_keys WHERE id = $1", &key.id).await? {
                 return Err(StoreError::Conflict(format!("key {} already exists", key.id)));
             }
-            if !exists(txn, "SELECT 1 FROM users WHERE id = $1 FOR SHARE", &key.user_id).await? {
-                return Err(StoreError::NotFound(format!("user {}", key.user_id)));
-            }
+            let owner = txn.query_opt("SELECT record FROM users WHERE id = $1 FOR SHARE", &[&key.user_id]).await.map_err(db_error)?;
+            let owner: User = decode(owner.ok_or_else(|| StoreError::NotFound(format!("user {}", key.user_id)))?.get(0))?;
+            // A key made for a deactivated user waits with its user.
+            let mut key = key.clone();
+            key.suspended_at = owner.deactivated_at;
             let n = txn
                 .execute(
                     "INSERT INTO api_keys (id, user_id, hash, admin, revoked_at, record) VALUES ($1, $2, $3, $4, $5, $6) ON CONFLICT DO NOTHING",
@@ -173,6 +282,7 @@ impl PgStore {
                 new.user_id = old.user_id.clone();
                 new.created_at = old.created_at;
                 new.revoked_at = old.revoked_at;
+                new.suspended_at = old.suspended_at;
                 txn.execute("UPDATE api_keys SET admin = $2, record = $3 WHERE id = $1", &[&new.id, &new.admin, &encode(&new)?])
                     .await
                     .map_err(db_error)?;
@@ -205,6 +315,20 @@ impl PgStore {
             .await;
         self.keys.invalidate();
         revoked
+    }
+
+    pub async fn delete_key(&self, id: &str, audit: AuditEntry) -> StoreResult<ApiKeyRecord> {
+        let deleted: StoreResult<ApiKeyRecord> = self
+            .in_txn(async |txn| {
+                let row = txn.query_opt("DELETE FROM api_keys WHERE id = $1 RETURNING record", &[&id]).await.map_err(db_error)?;
+                let key: ApiKeyRecord = decode(row.ok_or_else(|| StoreError::NotFound(format!("key {id}")))?.get(0))?;
+                audit::append(txn, std::slice::from_ref(&audit)).await?;
+                notify_keys(txn, id).await?;
+                Ok(key)
+            })
+            .await;
+        self.keys.invalidate();
+        deleted
     }
 
     pub async fn get_key(&self, id: &str) -> StoreResult<Option<ApiKeyRecord>> {

@@ -30,8 +30,8 @@ pub async fn append(txn: &Transaction<'_>, entries: &[AuditEntry]) -> StoreResul
     let (mut seq, mut prev, mut last): (i64, String, Option<DateTime<Utc>>) = (head.get(0), head.get(1), head.get(2));
     let insert = txn
         .prepare(
-            "INSERT INTO audit_records (seq, id, ts, kind, severity, user_id, description, operation, content, hash, prev_hash)
-             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)",
+            "INSERT INTO audit_records (seq, id, ts, kind, severity, user_id, description, operation, content, hash, prev_hash, target_user_id)
+             VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)",
         )
         .await
         .map_err(db_error)?;
@@ -58,6 +58,7 @@ pub async fn append(txn: &Transaction<'_>, entries: &[AuditEntry]) -> StoreResul
         record.hash = chain_hash(&record.prev_hash, &content);
         let operation = record.metadata.get("operation").and_then(|o| o.as_str()).unwrap_or_default();
         let user_id = record.user.as_ref().map(|u| u.id.as_str());
+        let target_user_id = record.metadata.get("targetUserId").and_then(|v| v.as_str());
         txn.execute(
             &insert,
             &[
@@ -72,6 +73,7 @@ pub async fn append(txn: &Transaction<'_>, entries: &[AuditEntry]) -> StoreResul
                 &content,
                 &record.hash,
                 &record.prev_hash,
+                &target_user_id,
             ],
         )
         .await
@@ -99,8 +101,10 @@ pub async fn query<C: GenericClient>(client: &C, q: &AuditQuery) -> StoreResult<
         AND ($3::text IS NULL OR kind = $3)
         AND ($4::text IS NULL OR severity = $4)
         AND ($5::text IS NULL OR user_id = $5)
-        AND ($6::text IS NULL OR lower(description) LIKE $6 OR lower(operation) LIKE $6)";
-    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 6] = [&q.start, &q.end, &q.kind, &severity, &q.user_id, &search];
+        AND ($6::text IS NULL OR lower(description) LIKE $6 OR lower(operation) LIKE $6)
+        AND ($7::text IS NULL OR target_user_id = $7)";
+    let params: [&(dyn tokio_postgres::types::ToSql + Sync); 7] =
+        [&q.start, &q.end, &q.kind, &severity, &q.user_id, &search, &q.about_user_id];
     let total: i64 =
         client.query_one(&format!("SELECT count(*) FROM audit_records WHERE {filter}"), &params).await.map_err(db_error)?.get(0);
     let (offset, limit) = (i64::try_from(q.offset).unwrap_or(i64::MAX), i64::try_from(q.limit).unwrap_or(i64::MAX));
@@ -108,7 +112,7 @@ pub async fn query<C: GenericClient>(client: &C, q: &AuditQuery) -> StoreResult<
     page_params.push(&offset);
     page_params.push(&limit);
     let rows = client
-        .query(&format!("SELECT content, hash FROM audit_records WHERE {filter} ORDER BY seq DESC OFFSET $7 LIMIT $8"), &page_params)
+        .query(&format!("SELECT content, hash FROM audit_records WHERE {filter} ORDER BY seq DESC OFFSET $8 LIMIT $9"), &page_params)
         .await
         .map_err(db_error)?;
     let records = rows.iter().map(|r| record_of(r.get(0), r.get(1))).collect::<StoreResult<Vec<_>>>()?;

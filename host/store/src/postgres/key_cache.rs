@@ -106,6 +106,7 @@ mod tests {
             limits: Default::default(),
             created_at: chrono::Utc::now(),
             revoked_at: None,
+            suspended_at: None,
         })
     }
 

@@ -26,6 +26,12 @@ impl Store for PgStore {
     async fn create_user(&self, user: User, audit: AuditEntry) -> StoreResult<User> {
         PgStore::create_user(self, user, audit).await
     }
+    async fn update_user(&self, user: User, audit: AuditEntry) -> StoreResult<User> {
+        PgStore::update_user(self, user, audit).await
+    }
+    async fn delete_user(&self, id: &str, audit: AuditEntry) -> StoreResult<(User, Vec<String>)> {
+        PgStore::delete_user(self, id, audit).await
+    }
     async fn get_user(&self, id: &str) -> StoreResult<Option<User>> {
         PgStore::get_user(self, id).await
     }
@@ -37,6 +43,9 @@ impl Store for PgStore {
     }
     async fn update_group(&self, group: Group, audit: AuditEntry) -> StoreResult<Group> {
         PgStore::update_group(self, group, audit).await
+    }
+    async fn delete_group(&self, id: &str, audit: AuditEntry) -> StoreResult<Group> {
+        PgStore::delete_group(self, id, audit).await
     }
     async fn get_group(&self, id: &str) -> StoreResult<Option<Group>> {
         PgStore::get_group(self, id).await
@@ -58,6 +67,9 @@ impl Store for PgStore {
     }
     async fn revoke_key(&self, id: &str, audit: AuditEntry) -> StoreResult<ApiKeyRecord> {
         PgStore::revoke_key(self, id, audit).await
+    }
+    async fn delete_key(&self, id: &str, audit: AuditEntry) -> StoreResult<ApiKeyRecord> {
+        PgStore::delete_key(self, id, audit).await
     }
     async fn get_key(&self, id: &str) -> StoreResult<Option<ApiKeyRecord>> {
         PgStore::get_key(self, id).await

@@ -5,10 +5,14 @@
 -- keep unique is a column of its own. Nothing is `jsonb`: the audit chain
 -- hashes exact bytes, and the other records round-trip through serde as text.
 
+-- `email_key` is the record's email lowercased ('' when none): unique
+-- among users that have one, so two hosts can never create the same email.
 CREATE TABLE users (
     id         text PRIMARY KEY,
+    email_key  text NOT NULL DEFAULT '',
     record     text NOT NULL
 );
+CREATE UNIQUE INDEX users_email ON users (email_key) WHERE email_key <> '';
 
 CREATE TABLE groups (
     id         text PRIMARY KEY,
@@ -44,6 +48,8 @@ CREATE TABLE audit_records (
     kind        text NOT NULL,
     severity    text NOT NULL,
     user_id     text,
+    -- metadata.targetUserId: the user a record is about (`aboutUserId`).
+    target_user_id text,
     description text NOT NULL,
     operation   text NOT NULL,
     content     bytea NOT NULL,
@@ -53,6 +59,7 @@ CREATE TABLE audit_records (
 CREATE INDEX audit_records_ts ON audit_records (ts, seq);
 CREATE INDEX audit_records_kind ON audit_records (kind, ts);
 CREATE INDEX audit_records_user ON audit_records (user_id, ts) WHERE user_id IS NOT NULL;
+CREATE INDEX audit_records_target_user ON audit_records (target_user_id, ts) WHERE target_user_id IS NOT NULL;
 CREATE INDEX audit_records_severity ON audit_records (severity, ts);
 
 -- The chain head: one row, locked (`SELECT ... FOR UPDATE`) by every append,
