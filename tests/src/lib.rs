@@ -4,7 +4,6 @@
 pub mod kill_loop;
 pub mod mock_upstream;
 pub mod plugins;
-pub mod postgres;
 pub mod procfs;
 pub mod raw_http;
 pub mod server;
@@ -12,4 +11,5 @@ pub mod soak;
 pub mod sse;
 pub mod windows;
 
+pub use gatehouse_pg_harness::TempPostgres;
 pub use server::{Server, ServerBuilder};

@@ -6,8 +6,6 @@
 //! The cases are written once, in `cases`, against `&dyn Store`; each
 //! backend opens a fresh store per case, with a receipt signer.
 
-mod common;
-
 use chrono::{Duration, Utc};
 use gatehouse_store::audit::{Audit, category, kind};
 use gatehouse_store::model::{ApiKeyRecord, AuditEntry, AuditUser, Group, GroupStatus, Severity, User};
@@ -542,7 +540,7 @@ mod postgres {
     use gatehouse_store::postgres::{PgOptions, PgStore};
     use gatehouse_store::webhooks::WebhookStore as _;
 
-    use super::common::pg::TempPostgres;
+    use gatehouse_pg_harness::TempPostgres;
 
     macro_rules! pg_tests {
         ($($module:ident::$case:ident),*) => {

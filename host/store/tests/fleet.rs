@@ -8,8 +8,6 @@
 //! One throwaway cluster for the whole file, one database per case; the
 //! last case stops and restarts the cluster.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -20,7 +18,7 @@ use gatehouse_store::postgres::{KEY_CACHE_TTL, PgOptions, PgStore, migrate, migr
 use gatehouse_store::records::{Claim, IdempotencyRecord, IdempotencyState, OutboxEvent, RequestOutcome, UsageDelta, UsageTotals};
 use gatehouse_store::{KeyHash, Store};
 
-use common::pg::TempPostgres;
+use gatehouse_pg_harness::TempPostgres;
 
 fn entry(description: &str) -> AuditEntry {
     Audit::new(kind::SYSTEM, category::SYSTEM_INTEGRITY, description).build()

@@ -4,11 +4,9 @@
 //! (against the CA file given, else the system's roots, which do not know
 //! this one).
 
-mod common;
-
 use gatehouse_store::postgres::{PgOptions, PgStore};
 
-use common::pg::{TempPostgres, give_to_server};
+use gatehouse_pg_harness::{TempPostgres, give_to_server};
 
 async fn uses_tls(store: &PgStore) -> bool {
     let client = store.pool().get().await.expect("client");

@@ -1,5 +1,8 @@
-//! A throwaway PostgreSQL for the fleet tests: `initdb` into a temporary
+//! A throwaway PostgreSQL for tests: `initdb` into a temporary
 //! directory, `postgres` on a free loopback port, stopped and removed on drop.
+//! Used by the store's conformance, fleet and TLS tests and by the black-box
+//! fleet tests; a crate of its own so that both can (the store cannot depend
+//! on the black-box tests' crate).
 //!
 //! The server binaries come from the machine's PostgreSQL packages (`.ci/run`
 //! installs Debian's `postgresql` when they are missing): `initdb` and
@@ -19,12 +22,20 @@ pub struct TempPostgres {
     bin: PathBuf,
     port: u16,
     as_nobody: bool,
+    /// Server options beyond the harness's own.
+    options: String,
 }
 
 impl TempPostgres {
     /// Create a cluster and start it; panics with the server's log when it
     /// cannot (a test that needs PostgreSQL cannot go on without it).
     pub fn start() -> TempPostgres {
+        Self::start_with(|_| String::new())
+    }
+
+    /// [`TempPostgres::start`] with more server options, written by `extra`
+    /// given the cluster's directory (e.g. TLS files placed there).
+    pub fn start_with(extra: impl Fn(&Path) -> String) -> TempPostgres {
         let bin = server_bin_dir().unwrap_or_else(|| {
             panic!("PostgreSQL's initdb was not found on PATH or under /usr/lib/postgresql/*/bin: install the `postgresql` package (.ci/run does)")
         });
@@ -34,7 +45,8 @@ impl TempPostgres {
             // `nobody` must reach the directory: the temp root is world-traversable, the cluster's own folder is its.
             chown_nobody(dir.path());
         }
-        let mut pg = TempPostgres { dir, bin, port: 0, as_nobody };
+        let options = extra(dir.path());
+        let mut pg = TempPostgres { dir, bin, port: 0, as_nobody, options };
         let data = pg.data_dir();
         let out = pg
             .command("initdb")
@@ -103,9 +115,10 @@ impl TempPostgres {
 
     fn pg_ctl_start(&self) -> bool {
         let opts = format!(
-            "-c listen_addresses=127.0.0.1 -c port={} -c unix_socket_directories='{}' -c fsync=on -c max_connections=200",
+            "-c listen_addresses=127.0.0.1 -c port={} -c unix_socket_directories='{}' -c fsync=on -c max_connections=200 {}",
             self.port,
-            self.dir.path().display()
+            self.dir.path().display(),
+            self.options
         );
         let status = self
             .command("pg_ctl")
@@ -179,6 +192,13 @@ fn is_root() -> bool {
     Command::new("id").arg("-u").output().map(|o| String::from_utf8_lossy(&o.stdout).trim() == "0").unwrap_or(false)
 }
 
+/// Give a file or directory to the server's user when the server runs as `nobody`.
+pub fn give_to_server(path: &Path) {
+    if is_root() {
+        chown_nobody(path);
+    }
+}
+
 fn chown_nobody(dir: &Path) {
     let status = Command::new("chown").args(["nobody:nogroup"]).arg(dir).status().expect("run chown");
     assert!(status.success(), "chown nobody {}", dir.display());
@@ -198,7 +218,7 @@ mod tests {
     fn a_throwaway_cluster_starts_keeps_committed_rows_across_a_restart_and_cleans_up() {
         let mut pg = TempPostgres::start();
         let url = pg.create_database("harness");
-        assert!(url.ends_with("/harness"), "{url}");
+        assert!(url.ends_with("/harness") && url.contains(&pg.port().to_string()), "{url}");
         assert!(pg.psql("harness", "CREATE TABLE t (v text); INSERT INTO t VALUES ('kept')").status.success());
         pg.stop();
         assert!(!pg.psql("harness", "SELECT 1").status.success(), "stopped means refused");
