@@ -170,3 +170,24 @@ pub struct AuditRecord {
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub hash: String,
 }
+
+impl AuditRecord {
+    /// The record an entry becomes at `timestamp` after `prev_hash`, with a
+    /// new time-ordered id and its own hash still to compute (both backends
+    /// append this way).
+    pub fn unsealed(entry: &AuditEntry, timestamp: DateTime<Utc>, prev_hash: String) -> AuditRecord {
+        AuditRecord {
+            id: format!("log_{}", uuid::Uuid::now_v7().simple()),
+            timestamp,
+            kind: entry.kind.clone(),
+            severity: entry.severity,
+            description: entry.description.clone(),
+            user: entry.user.clone(),
+            metadata: entry.metadata.clone(),
+            compliance_category: entry.compliance_category.clone(),
+            outcome: entry.outcome.clone(),
+            prev_hash,
+            hash: String::new(),
+        }
+    }
+}

@@ -41,19 +41,7 @@ pub async fn append(txn: &Transaction<'_>, entries: &[AuditEntry]) -> StoreResul
         let now = DateTime::from_timestamp_micros(now.timestamp_micros()).unwrap_or(now);
         let ts = last.map_or(now, |l| l.max(now));
         seq += 1;
-        let mut record = AuditRecord {
-            id: format!("log_{}", uuid::Uuid::now_v7().simple()),
-            timestamp: ts,
-            kind: entry.kind.clone(),
-            severity: entry.severity,
-            description: entry.description.clone(),
-            user: entry.user.clone(),
-            metadata: entry.metadata.clone(),
-            compliance_category: entry.compliance_category.clone(),
-            outcome: entry.outcome.clone(),
-            prev_hash: std::mem::take(&mut prev),
-            hash: String::new(),
-        };
+        let mut record = AuditRecord::unsealed(entry, ts, std::mem::take(&mut prev));
         let content = serde_json::to_vec(&record).map_err(backend)?;
         record.hash = chain_hash(&record.prev_hash, &content);
         let operation = record.metadata.get("operation").and_then(|o| o.as_str()).unwrap_or_default();

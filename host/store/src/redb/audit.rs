@@ -174,19 +174,7 @@ pub fn append_at(txn: &WriteTransaction, entries: &[AuditEntry], at: Option<Date
         let micros = now.max(head.micros);
         head.seq += 1;
         let timestamp = micros_to_time(micros);
-        let mut record = AuditRecord {
-            id: format!("log_{}", uuid::Uuid::now_v7().simple()),
-            timestamp,
-            kind: entry.kind.clone(),
-            severity: entry.severity,
-            description: entry.description.clone(),
-            user: entry.user.clone(),
-            metadata: entry.metadata.clone(),
-            compliance_category: entry.compliance_category.clone(),
-            outcome: entry.outcome.clone(),
-            prev_hash: std::mem::take(&mut head.hash),
-            hash: String::new(),
-        };
+        let mut record = AuditRecord::unsealed(entry, timestamp, std::mem::take(&mut head.hash));
         let value = seal(&mut record)?;
         table.insert((micros, head.seq), value.as_slice()).map_err(backend)?;
         index_record(txn, &record, micros, head.seq)?;
