@@ -15,6 +15,7 @@ use gatehouse_store::model::{AuditEntry, Severity};
 use gatehouse_store::records::OutboxEvent;
 
 mod data;
+pub mod layered;
 mod output;
 mod policy;
 mod shield;
