@@ -18,6 +18,7 @@ mod data;
 pub mod layered;
 mod output;
 mod policy;
+pub mod shadow;
 mod shield;
 #[cfg(test)]
 mod tests;
