@@ -11,8 +11,12 @@
 
 use crate::normalize::{ASCII_CLASS, Normalized, WORD, is_alnum};
 
-/// Number of hash buckets for n-grams (2^15: 64 KB of weights; each page touched costs a fault in a fresh instance, so smaller is faster).
-pub const BUCKETS: usize = 1 << 18;
+/// Number of hash buckets for n-grams: 2^17, four bits of weight code each
+/// (`model::file`), 64 KiB. The weight table is part of the component's
+/// linear memory, which the host scans and resets after every call: 2^18
+/// `i16` weights (512 KiB) cost the server about 8 % more CPU per request,
+/// and scored the validation split no better than this (`eval/README.md`).
+pub const BUCKETS: usize = 1 << 17;
 /// Number of dense hand features, stored after the buckets.
 pub const HAND: usize = 9;
 /// Total model dimension.

@@ -37,22 +37,27 @@ const FUNCTION_WORDS: [&str; 24] = [
     "include",
 ];
 
-fn ascii_words(text: &str) -> impl Iterator<Item = String> + '_ {
-    text.split(|c: char| !c.is_ascii_alphabetic()).filter(|w| w.len() >= 3).map(|w| w.to_ascii_lowercase())
+/// Whether the ASCII word `word` is `listed` (lowercase), read forwards or,
+/// with `backwards`, from its end; case-insensitive, no allocation.
+fn word_is(word: &[u8], listed: &str, backwards: bool) -> bool {
+    let l = listed.as_bytes();
+    word.len() == l.len()
+        && if backwards {
+            word.iter().rev().zip(l).all(|(a, b)| a.to_ascii_lowercase() == *b)
+        } else {
+            word.iter().zip(l).all(|(a, b)| a.to_ascii_lowercase() == *b)
+        }
 }
 
 /// The text reversed, when more of its words are function words read
-/// backwards than forwards.
+/// backwards than forwards. Words are the runs of at least three ASCII
+/// letters (found on bytes: every byte of a non-ASCII character is outside
+/// them); nothing is allocated unless the text is reversed.
 pub fn reversed(text: &str) -> Option<String> {
     let (mut fwd, mut rev) = (0usize, 0usize);
-    for w in ascii_words(text) {
-        if FUNCTION_WORDS.contains(&w.as_str()) {
-            fwd += 1;
-        }
-        let r: String = w.chars().rev().collect();
-        if FUNCTION_WORDS.contains(&r.as_str()) {
-            rev += 1;
-        }
+    for w in text.as_bytes().split(|b| !b.is_ascii_alphabetic()).filter(|w| w.len() >= 3) {
+        fwd += usize::from(FUNCTION_WORDS.iter().any(|f| word_is(w, f, false)));
+        rev += usize::from(FUNCTION_WORDS.iter().any(|f| word_is(w, f, true)));
     }
     (rev >= 2 && rev * 2 >= fwd).then(|| text.chars().rev().collect())
 }
@@ -61,6 +66,18 @@ pub fn reversed(text: &str) -> Option<String> {
 /// `+` for t, `!` for i, `@` for a, `$` for s, when at least three words
 /// hold one.
 pub fn symbol_leet(text: &str) -> Option<String> {
+    // Each rewritten word holds one of these symbols at least: with fewer
+    // than three in the text (nearly every prompt) there is nothing to do,
+    // and nothing is allocated.
+    let symbols = text.bytes().filter(|b| matches!(b, b'(' | b'|' | b'+' | b'!' | b'@' | b'$')).count() + text.matches('€').count();
+    if symbols < 3 {
+        return None;
+    }
+    symbol_leet_unchecked(text)
+}
+
+/// [`symbol_leet`] without its pre-check.
+fn symbol_leet_unchecked(text: &str) -> Option<String> {
     let chars: Vec<char> = text.chars().collect();
     // Letters, and the symbols that stand for them ("r€v€@l").
     let alpha = |k: Option<usize>| {
@@ -123,6 +140,14 @@ pub fn underscores(text: &str) -> Option<String> {
 /// Letters separated by dots or hyphens (`i.g.n.o.r.e`, `o-v-e-r`): runs of
 /// at least four single letters are joined; some run must exist.
 pub fn separated_letters(text: &str) -> Option<String> {
+    if !has_separated_letters(text) {
+        return None;
+    }
+    separated_letters_unchecked(text)
+}
+
+/// [`separated_letters`] without its pre-check.
+fn separated_letters_unchecked(text: &str) -> Option<String> {
     let chars: Vec<char> = text.chars().collect();
     let mut out = String::with_capacity(text.len());
     let mut found = false;
@@ -154,6 +179,25 @@ pub fn separated_letters(text: &str) -> Option<String> {
     found.then_some(out)
 }
 
+/// Whether `text` holds four letters with the same separator (`.` or `-`)
+/// between each two: what [`separated_letters`] needs to find a run, checked
+/// over the last seven characters as they stream by, without allocating.
+fn has_separated_letters(text: &str) -> bool {
+    let mut last = ['\0'; 7];
+    for (i, c) in text.chars().enumerate() {
+        last[i % 7] = c;
+        if i >= 6 {
+            // last[(i - k) % 7] is the character k places back.
+            let back = |k: usize| last[(i - k) % 7];
+            let sep = back(1);
+            if matches!(sep, '.' | '-') && back(3) == sep && back(5) == sep && [0, 2, 4, 6].iter().all(|&k| back(k).is_alphabetic()) {
+                return true;
+            }
+        }
+    }
+    false
+}
+
 /// Every rewriting that applies to `text`.
 pub fn rewritings(text: &str) -> Vec<String> {
     [reversed(text), symbol_leet(text), underscores(text), separated_letters(text)].into_iter().flatten().collect()
@@ -162,6 +206,49 @@ pub fn rewritings(text: &str) -> Vec<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::random_text;
+
+    /// `reversed` as it was before it stopped allocating per word.
+    fn reference_reversed(text: &str) -> Option<String> {
+        let words = text.split(|c: char| !c.is_ascii_alphabetic()).filter(|w| w.len() >= 3).map(|w| w.to_ascii_lowercase());
+        let (mut fwd, mut rev) = (0usize, 0usize);
+        for w in words {
+            fwd += usize::from(FUNCTION_WORDS.contains(&w.as_str()));
+            let r: String = w.chars().rev().collect();
+            rev += usize::from(FUNCTION_WORDS.contains(&r.as_str()));
+        }
+        (rev >= 2 && rev * 2 >= fwd).then(|| text.chars().rev().collect())
+    }
+
+    #[test]
+    fn the_pre_checks_change_no_rewriting_on_random_text() {
+        let mut texts = random_text::texts(0x5eed_0008, 4000);
+        // The tricks themselves, alone and inside other text.
+        let mut rng = random_text::Rng(0x5eed_0009);
+        let tricks =
+            ["i.g.n.o.r.e", "o-v-e-r", "a.b.c", "é.l.a.n", "y()u", "r€v€@l", "$y$+€m", "fo|d", "a+b", ".tpmorp metsys ruoy", "eht dna"];
+        for _ in 0..3000 {
+            let mut s = String::new();
+            for _ in 0..rng.below(12) {
+                s.push_str(tricks[rng.below(tricks.len())]);
+                s.push_str([" ", "", ".", "-", "x", "(", ")"][rng.below(7)]);
+            }
+            texts.push(s);
+        }
+        let (mut leet, mut separated, mut rev) = (0, 0, 0);
+        for t in &texts {
+            assert_eq!(symbol_leet(t), symbol_leet_unchecked(t), "{t:?}");
+            assert_eq!(separated_letters(t), separated_letters_unchecked(t), "{t:?}");
+            assert_eq!(reversed(t), reference_reversed(t), "{t:?}");
+            leet += usize::from(symbol_leet(t).is_some());
+            separated += usize::from(separated_letters(t).is_some());
+            rev += usize::from(reversed(t).is_some());
+        }
+        // Each rewriting applies to some of the texts and not to others.
+        for found in [leet, separated, rev] {
+            assert!(found > 100 && found < texts.len() - 100, "{leet} {separated} {rev}");
+        }
+    }
 
     #[test]
     fn undoes_each_trick() {
