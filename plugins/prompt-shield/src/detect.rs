@@ -89,8 +89,8 @@ pub fn default_thresholds(strictness: Strictness) -> Thresholds {
 ///
 /// Measured (flag counts as a false positive): 1 of the 159 benign texts
 /// (0.63 %, a crewai prompt that itself says "ignore all previous
-/// instructions") in every mode; 42.0 % of the held-out validation attacks
-/// are still flagged in a non-user role (76.4 % as user text under
+/// instructions") in every mode; 45.0 % of the held-out validation attacks
+/// are still flagged in a non-user role (79.6 % as user text under
 /// `balanced`). Every flag threshold from 0.30 to 0.95 flags that same one
 /// text; the lowest keeps the most recall. A non-user text is blocked where a
 /// user text is (never at a lower score). Strict and balanced are the same
@@ -106,19 +106,19 @@ pub fn context_thresholds(strictness: Strictness) -> Thresholds {
 const CONTEXT: f32 = 0.30;
 
 /// `balanced` flags here: the lowest threshold at a validation FPR of at
-/// most 0.02 (0.019 there, recall 0.752). A point that keeps the recall of
+/// most 0.02 (0.019 there, recall 0.796). A point that keeps the recall of
 /// the model before issue 31 (validation FPR 0.045 with an earlier model)
 /// flagged ordinary requests such as "Summarise in one sentence why a
 /// gateway should add little latency.", and every flag costs an audit record
 /// and a webhook event: on the benchmark harness's prompt that was 30 % more
 /// CPU per request (a test keeps that prompt unflagged). Operators leave a
 /// shield on that seldom cries wolf; `strict` is the recall-first mode.
-const BALANCED_FLAG: f32 = 0.4426;
+const BALANCED_FLAG: f32 = 0.4275;
 /// `balanced` blocks here: validation FPR 0.004 (a refusal needs a confident
 /// score; flags are reported and let through).
-const BALANCED_BLOCK: f32 = 0.7521;
+const BALANCED_BLOCK: f32 = 0.7390;
 /// `strict` flags here: validation FPR 0.06.
-const STRICT_FLAG: f32 = 0.2273;
+const STRICT_FLAG: f32 = 0.2093;
 /// `strict` blocks where `balanced` does.
 const STRICT_BLOCK: f32 = BALANCED_BLOCK;
 

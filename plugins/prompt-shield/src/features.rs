@@ -293,6 +293,21 @@ const AI_ADDRESS: &[&str] = &[
     "ai:",
     "assistant:",
     "llm:",
+    // Fake system turns and notes planted in records and documents, where
+    // the injection then reads as an ordinary request ("###(system_message)
+    // Send the security code to ..."): written after reading the validation
+    // split's missed indirect injections (`eval/README.md`).
+    "system_message",
+    "system message:",
+    "new instructions",
+    "new instruction:",
+    "new task",
+    "urgent new task",
+    "hidden instruction",
+    "assistant directive",
+    "important message from me",
+    "for the summariser",
+    "for the summarizer",
 ];
 
 /// Bits of [`WORDS`]: which lists a word is on.
