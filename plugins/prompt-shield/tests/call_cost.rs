@@ -105,8 +105,8 @@ fn a_passage_costs_its_normalised_text_and_no_more() {
 
 #[test]
 fn the_weight_table_is_at_most_64_kib() {
-    // 78c2c42's size (2^15 `i16` weights); 512 KiB cost every call about 8 %
-    // more CPU in the server in the host's memory reset.
+    // 78c2c42's size (2^15 `i16` weights). With 512 KiB the server spent
+    // 7-10 % more CPU per request, most of it in the host's memory reset.
     let bytes = std::hint::black_box(model::file::PACKED);
     assert!(bytes <= 64 * 1024, "{bytes} bytes of n-gram weights");
 }
