@@ -50,6 +50,19 @@ pub enum Command {
         #[command(subcommand)]
         action: PluginsAction,
     },
+    /// Manage the PostgreSQL database of a fleet (`[store] backend = "postgres"`).
+    Db {
+        #[command(subcommand)]
+        action: DbAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DbAction {
+    /// Apply the schema migrations this binary carries to the database
+    /// `store.url_env` names (hosts also apply them at start); prints the
+    /// version before and after.
+    Migrate(#[command(flatten)] ConfigArg),
 }
 
 #[derive(Debug, Subcommand)]
@@ -201,6 +214,22 @@ pub async fn run_offline(cmd: Command, bundled: gatehouse_plugin_host::Bundled) 
                 }
             }
         },
+        Command::Db { action: DbAction::Migrate(c) } => {
+            let cfg = load(&c)?;
+            if cfg.store.backend != crate::config::StoreBackend::Postgres {
+                anyhow::bail!(
+                    "`db migrate` works on PostgreSQL: set [store] backend = \"postgres\" in the config (redb needs no migration)"
+                );
+            }
+            let options = crate::app::Backend::pg_options(&cfg)?;
+            let done = gatehouse_store::postgres::migrate_database(&options).await?;
+            if done.from == done.to {
+                println!("database schema at version {}: nothing to do", done.to);
+            } else {
+                println!("database schema migrated from version {} to {}", done.from, done.to);
+            }
+            Ok(0)
+        }
         Command::Audit { action: AuditAction::Verify(c) } => {
             let cfg = load(&c)?;
             let store = open_store(&cfg)?;

@@ -11,6 +11,7 @@ mod admin;
 pub mod audit;
 mod chat;
 mod key_cache;
+mod limits;
 mod listen;
 pub mod migrate;
 mod quota;
