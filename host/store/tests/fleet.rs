@@ -317,6 +317,15 @@ async fn an_event_numbered_first_is_committed_first(pg: &TempPostgres) {
     assert_eq!(seqs, [1, 2]);
 }
 
+/// Wait (bounded) until `host.healthy()` is `want`, calling nothing else on it.
+async fn wait_health(host: &PgStore, want: bool) {
+    let deadline = Instant::now() + gatehouse_store::postgres::PROBE_EVERY * 2 + Duration::from_secs(8);
+    while host.healthy() != want {
+        assert!(Instant::now() < deadline, "health did not turn {want} by itself: {:?}", host.storage_failure());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 async fn a_host_is_unhealthy_while_the_database_is_down_and_recovers_unaided(pg: &mut TempPostgres) {
     let (a, b) = two_hosts(pg, "health").await;
     wait_listening(&b).await;
@@ -334,8 +343,11 @@ async fn a_host_is_unhealthy_while_the_database_is_down_and_recovers_unaided(pg:
     let _ = a.get_user("usr_kept").await;
     assert!(!a.healthy(), "health says so");
     assert!(a.storage_failure().is_some_and(|f| f.contains("PostgreSQL")), "{:?}", a.storage_failure());
+    // B makes no call at all: its probe notices on its own.
+    wait_health(&b, false).await;
 
     pg.restart();
+    wait_health(&b, true).await;
     // Nobody restarts the hosts: the next call connects again, and health follows.
     assert!(a.get_user("usr_kept").await.expect("read after the restart").is_some(), "acknowledged before, present after");
     assert!(a.healthy() && a.storage_failure().is_none());
