@@ -242,6 +242,19 @@ async fn a_limit_spread_over_hosts_admits_exactly_its_limit_and_reports_once(pg:
     // Refusals counted nothing; a peek counts nothing either.
     let peek = b.take_limits("key_1", &w, Take::Peek).await.expect("peek");
     assert_eq!((peek.allowed, peek.first, peek.counts.clone()), (false, false, vec![25, 25, 25, 25]));
+    // A peek at a key never counted reads zeros and makes no row (it writes nothing).
+    let unseen = a.take_limits("key_3", &w, Take::Peek).await.expect("peek");
+    assert_eq!((unseen.allowed, unseen.counts), (true, vec![0, 0, 0, 0]));
+    let rows: i64 = a
+        .pool()
+        .get()
+        .await
+        .expect("client")
+        .query_one("SELECT count(*) FROM limit_windows WHERE key_id = 'key_3'", &[])
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(rows, 0);
     // An abandoned body costs rate, not quota: minute and hour only, over the limit or not.
     let rates = a.take_limits("key_1", &w[..2], Take::Rates).await.expect("rates");
     assert_eq!(rates.counts, [26, 26]);

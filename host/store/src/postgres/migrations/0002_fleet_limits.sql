@@ -17,7 +17,8 @@ CREATE INDEX limit_windows_ends_at ON limit_windows (ends_at);
 -- p_windows are listed in the order their windows reset (the last one
 -- resets last); p_limits are their limits. p_mode:
 --   'count': if every window is under its limit, add 1 to each (allowed);
---   'peek':  decide the same, count nothing;
+--   'peek':  decide the same from the counts as they are, count nothing (no lock:
+--            a pre-check, which the counting step that follows decides again);
 --   'rates': add 1 to each window given, over its limit or not, decide nothing.
 -- A refusal names the window that resets last among those at their limit,
 -- and says whether it is the first refusal in that window, fleet-wide.
@@ -31,19 +32,27 @@ DECLARE
     over integer := NULL;
     fresh bigint;
 BEGIN
-    INSERT INTO limit_windows (key_id, window_id, ends_at)
-    SELECT p_key, w, e FROM unnest(p_windows, p_ends) AS t(w, e)
-    ON CONFLICT (key_id, window_id) DO NOTHING;
-    GET DIAGNOSTICS fresh = ROW_COUNT;
-    IF fresh > 0 THEN
-        -- A window started: the key's windows that ended long ago go (an hour's
-        -- margin keeps clocks that differ a little from racing on one row).
-        DELETE FROM limit_windows WHERE key_id = p_key AND ends_at < now() - interval '1 hour';
+    IF p_mode = 'peek' THEN
+        -- A read: no row made, none locked (a window not counted yet is 0), so
+        -- the pre-check on a request's headers costs no write.
+        SELECT array_agg(COALESCE(l.count, 0) ORDER BY t.ord) INTO c
+        FROM unnest(p_windows) WITH ORDINALITY AS t(w, ord)
+        LEFT JOIN limit_windows l ON l.key_id = p_key AND l.window_id = t.w;
+    ELSE
+        INSERT INTO limit_windows (key_id, window_id, ends_at)
+        SELECT p_key, w, e FROM unnest(p_windows, p_ends) AS t(w, e)
+        ON CONFLICT (key_id, window_id) DO NOTHING;
+        GET DIAGNOSTICS fresh = ROW_COUNT;
+        IF fresh > 0 THEN
+            -- A window started: the key's windows that ended long ago go (an hour's
+            -- margin keeps clocks that differ a little from racing on one row).
+            DELETE FROM limit_windows WHERE key_id = p_key AND ends_at < now() - interval '1 hour';
+        END IF;
+        PERFORM 1 FROM limit_windows WHERE key_id = p_key AND window_id = ANY(p_windows) ORDER BY window_id FOR UPDATE;
+        SELECT array_agg(l.count ORDER BY t.ord) INTO c
+        FROM unnest(p_windows) WITH ORDINALITY AS t(w, ord)
+        JOIN limit_windows l ON l.key_id = p_key AND l.window_id = t.w;
     END IF;
-    PERFORM 1 FROM limit_windows WHERE key_id = p_key AND window_id = ANY(p_windows) ORDER BY window_id FOR UPDATE;
-    SELECT array_agg(l.count ORDER BY t.ord) INTO c
-    FROM unnest(p_windows) WITH ORDINALITY AS t(w, ord)
-    JOIN limit_windows l ON l.key_id = p_key AND l.window_id = t.w;
     IF p_mode = 'rates' THEN
         UPDATE limit_windows SET count = limit_windows.count + 1 WHERE key_id = p_key AND window_id = ANY(p_windows);
         RETURN QUERY SELECT (SELECT array_agg(x + 1 ORDER BY o) FROM unnest(c) WITH ORDINALITY AS u(x, o)), true, NULL::integer, false;
