@@ -12,6 +12,7 @@ use crate::config::Config;
 
 mod idle;
 pub mod peers;
+mod waiting;
 
 /// Run the server until SIGTERM or SIGINT, then drain and flush. `bundled` are
 /// the components built into the binary (`gatehouse_bundled::BUNDLED`).
@@ -19,7 +20,8 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>, bundle
     let started = Instant::now();
     catch_file_size_signal();
     let receipts = Arc::new(gatehouse_store::receipts::Signer25519::load_or_create(&config.data_dir)?);
-    let backend = crate::app::Backend::open(&config, receipts.clone()).await?;
+    let listener = TcpListener::bind(config.listen).await.map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
+    let backend = waiting::open_store(&config, receipts.clone(), &listener).await?;
     let store_dyn: Arc<dyn gatehouse_store::Store> = backend.store();
     match bootstrap::ensure_admin(store_dyn.as_ref()).await? {
         Bootstrap::Generated(secret) => {
@@ -31,7 +33,6 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>, bundle
         }
         Bootstrap::FromEnvironment | Bootstrap::AlreadyInitialised => {}
     }
-    let listener = TcpListener::bind(config.listen).await.map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
     let addr = listener.local_addr()?;
     let grace = Duration::from_millis(config.server.shutdown_grace_ms);
     let targets = crate::chat::providers::targets(&config)?;

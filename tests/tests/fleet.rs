@@ -4,8 +4,9 @@
 //! cases run in order in one test (the last stops and restarts PostgreSQL,
 //! then the audit chain written by all of them is verified).
 //!
-//! Runtime: about a minute on an idle two-core machine (three hosts start
-//! per case; the outage case waits for health to turn and back).
+//! Runtime: about 90 s on a two-core machine (three hosts start per case; the
+//! outage cases wait for health to turn and back, the killed host's delivery
+//! for its lease to lapse).
 
 use std::time::{Duration, Instant};
 
@@ -328,6 +329,49 @@ async fn postgres_stopped_and_restarted_under_load_loses_nothing_acknowledged(pg
     fleet
 }
 
+async fn a_host_started_while_postgres_is_down_answers_degraded_and_serves_once_it_returns(pg: &mut TempPostgres) {
+    let url = pg.create_database("late");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("free port").local_addr().expect("addr").port();
+    let admin = admin_key_for("fleetlate");
+    pg.stop();
+    let starting = {
+        let admin = admin.clone();
+        // `start` returns once the host serves, which needs the database.
+        std::thread::spawn(move || {
+            Server::builder()
+                .toml("[store]\nbackend = \"postgres\"\n")
+                .env("GATEHOUSE_DATABASE_URL", &url)
+                .env("GATEHOUSE_LISTEN", &format!("127.0.0.1:{port}"))
+                .env("GATEHOUSE_BOOTSTRAP_ADMIN_KEY", &admin)
+                .start()
+        })
+    };
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().expect("client");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let body = loop {
+        if let Ok(r) = client.get(format!("http://127.0.0.1:{port}/health")).send().await {
+            assert_eq!(r.status().as_u16(), 503, "health while the database is away");
+            break r.json::<Value>().await.expect("json");
+        }
+        assert!(Instant::now() < deadline, "the waiting host never answered /health");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(body["status"], "degraded", "{body}");
+    let chat = client.post(format!("http://127.0.0.1:{port}/chat/completions")).bearer_auth(&admin).json(&chat_body("early")).send().await;
+    let chat = chat.expect("an answer while waiting");
+    assert_eq!(chat.status().as_u16(), 503);
+    assert!(chat.headers().contains_key("retry-after"));
+    // Still trying a few seconds on: the host did not exit.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!starting.is_finished(), "the host gave up or started without its database");
+    pg.restart();
+    let mut host = tokio::task::spawn_blocking(move || starting.join().expect("the host started")).await.expect("join");
+    host.admin_key = admin;
+    assert_eq!(wait_health(&host, 200).await["status"], "ok");
+    let (_user, key, _id) = host.create_key(json!({"name": "late"})).await;
+    assert_eq!(send_chat(&host, &key, &chat_body("now")).await, 200);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_hosts_on_one_postgres_keep_every_promise() {
     let mut pg = TempPostgres::start();
@@ -336,6 +380,7 @@ async fn three_hosts_on_one_postgres_keep_every_promise() {
     a_key_revoked_on_host_a_is_refused_on_host_c_within_the_bound(&pg).await;
     a_host_killed_holding_a_delivery_has_it_delivered_by_another_with_the_same_id(&pg).await;
     let fleet = postgres_stopped_and_restarted_under_load_loses_nothing_acknowledged(&mut pg).await;
+    a_host_started_while_postgres_is_down_answers_degraded_and_serves_once_it_returns(&mut pg).await;
     // After all that, the one chain the three hosts wrote verifies (from any of them).
     for h in 0..3 {
         let v: Value =
