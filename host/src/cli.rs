@@ -63,6 +63,9 @@ pub enum DbAction {
     /// `store.url_env` names (hosts also apply them at start); prints the
     /// version before and after.
     Migrate(#[command(flatten)] ConfigArg),
+    /// Verify the fleet's audit hash chain in the database (while hosts run);
+    /// exit 1 and name the first broken record if it is broken.
+    Verify(#[command(flatten)] ConfigArg),
 }
 
 #[derive(Debug, Subcommand)]
@@ -230,6 +233,14 @@ pub async fn run_offline(cmd: Command, bundled: gatehouse_plugin_host::Bundled) 
             }
             Ok(0)
         }
+        Command::Db { action: DbAction::Verify(c) } => {
+            let cfg = load(&c)?;
+            let options = pg_options(&cfg, "db verify")?;
+            let store = gatehouse_store::postgres::PgStore::connect(options).await?;
+            let report = store.verify_audit_chain().await?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            Ok(if report.ok { 0 } else { 1 })
+        }
         Command::Audit { action: AuditAction::Verify(c) } => {
             let cfg = load(&c)?;
             let store = open_store(&cfg)?;
@@ -238,6 +249,14 @@ pub async fn run_offline(cmd: Command, bundled: gatehouse_plugin_host::Bundled) 
             Ok(if report.ok { 0 } else { 1 })
         }
     }
+}
+
+/// The PostgreSQL settings of a `db` command; a config on redb is an error that says what to set.
+fn pg_options(cfg: &Config, command: &str) -> anyhow::Result<gatehouse_store::postgres::PgOptions> {
+    if cfg.store.backend != crate::config::StoreBackend::Postgres {
+        anyhow::bail!("`{command}` works on PostgreSQL: set [store] backend = \"postgres\" in the config (on redb, see `gatehouse audit`)");
+    }
+    crate::app::Backend::pg_options(cfg)
 }
 
 fn unreachable_serve() -> anyhow::Result<i32> {
