@@ -82,3 +82,83 @@ pub fn apply_attempt(d: &mut Delivery, ep: &mut Endpoint, a: &Attempt) -> Applie
     }
     Applied::Finished { effect, endpoint_changed: true }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::records::OutboxEvent;
+    use chrono::Utc;
+
+    fn endpoint(failures: u32, enabled: bool) -> Endpoint {
+        let now = Utc::now();
+        Endpoint {
+            id: "wh_1".into(),
+            url: "https://example.com/hook".into(),
+            description: String::new(),
+            events: vec!["*".into()],
+            enabled,
+            failure_count: failures,
+            disabled_reason: None,
+            disabled_at: None,
+            created_at: now,
+            updated_at: now,
+        }
+    }
+
+    fn attempt(error: Option<&str>, retry: bool) -> Attempt {
+        let now = Utc::now();
+        let event = OutboxEvent::new("api:limit_reached", serde_json::json!({}));
+        Attempt {
+            delivery: Delivery::new("wh_1", &event, now, now).expect("delivery"),
+            fresh: true,
+            at: now,
+            status_code: error.is_none().then_some(200),
+            latency_ms: 5,
+            error: error.map(str::to_owned),
+            retry_at: retry.then(|| now + chrono::Duration::seconds(10)),
+            disable_after: 3,
+            keep: 10,
+            disable_audit: crate::audit::Audit::new("webhook", "system", "disabled").build(),
+        }
+    }
+
+    #[test]
+    fn an_acknowledgement_resets_the_failure_count_and_writes_the_endpoint_only_then() {
+        let a = attempt(None, false);
+        let (mut d, mut ep) = (a.delivery.clone(), endpoint(0, true));
+        assert_eq!(apply_attempt(&mut d, &mut ep, &a), Applied::Finished { effect: AttemptEffect::Acknowledged, endpoint_changed: false });
+        assert_eq!((d.status, d.attempts, d.last_status_code), (DeliveryStatus::Succeeded, 1, Some(200)));
+        let mut ep = endpoint(2, true);
+        assert_eq!(apply_attempt(&mut d, &mut ep, &a), Applied::Finished { effect: AttemptEffect::Acknowledged, endpoint_changed: true });
+        assert_eq!(ep.failure_count, 0);
+    }
+
+    #[test]
+    fn a_failure_with_attempts_left_is_scheduled_and_the_last_one_counts_towards_disabling() {
+        let a = attempt(Some("HTTP 500"), true);
+        let (mut d, mut ep) = (a.delivery.clone(), endpoint(2, true));
+        assert_eq!(apply_attempt(&mut d, &mut ep, &a), Applied::Retry);
+        assert_eq!((d.status, d.next_attempt_at, ep.failure_count), (DeliveryStatus::Pending, a.retry_at, 2));
+        let last = attempt(Some("HTTP 500"), false);
+        let applied = apply_attempt(&mut d, &mut ep, &last);
+        assert!(applied.disabled(), "the third failed delivery in a row disables");
+        assert!(!ep.enabled && ep.disabled_reason.as_deref().is_some_and(|r| r.contains("3 consecutive") && r.contains("HTTP 500")));
+        // An attempt in flight when the endpoint was disabled does not count.
+        let mut ep = endpoint(3, false);
+        let applied = apply_attempt(&mut d, &mut ep, &last);
+        assert_eq!(applied, Applied::Finished { effect: AttemptEffect::Failed { disabled: false }, endpoint_changed: true });
+        assert_eq!(ep.failure_count, 3);
+    }
+
+    #[test]
+    fn the_stored_row_wins_over_a_fresh_attempt_and_a_finished_one_takes_nothing() {
+        let a = attempt(None, false);
+        assert_eq!(attempt_target(None, &a), Some(a.delivery.clone()), "a fresh attempt without a row");
+        let stored = Delivery { attempts: 4, body: String::new(), ..a.delivery.clone() };
+        let target = attempt_target(Some(stored), &a).expect("pending row");
+        assert_eq!((target.attempts, target.body.as_str()), (4, a.delivery.body.as_str()), "the row's count, the attempt's body");
+        let finished = Delivery { status: DeliveryStatus::Cancelled, ..a.delivery.clone() };
+        assert_eq!(attempt_target(Some(finished), &a), None);
+        assert_eq!(attempt_target(None, &Attempt { fresh: false, ..a }), None, "a retry whose row is gone");
+    }
+}
