@@ -307,7 +307,11 @@ impl Limiter {
     }
 
     fn apply(&self, set: BucketSet, key_id: &str, limits: RateLimits, now: DateTime<Utc>, mode: Mode) -> Decision {
+        // A store that reports its database away (its probe says so within
+        // a second) is not waited on: each request would wait out the pool's
+        // timeout first.
         if let Some(fleet) = &self.fleet
+            && self.store.healthy()
             && let Some(d) = self.apply_fleet(fleet, set, key_id, limits, now, mode)
         {
             return d;
@@ -331,7 +335,9 @@ impl Limiter {
                 }
             }
         }
-        if !to_load.is_empty() {
+        // On a fleet the persisted counts are the fleet's (not kept by
+        // `count_quota`): this host counts from zero until the database answers.
+        if !to_load.is_empty() && self.fleet.is_none() {
             let names: Vec<String> = to_load.iter().map(|i| buckets.persisted[i - 2].clone()).collect();
             let loaded = self.store.quota_counts(key_id, &names).unwrap_or_else(|e| {
                 tracing::error!(error = %e, "reading quota counters failed; counting from zero");
@@ -379,7 +385,7 @@ impl Limiter {
             }
         }
         // The day and month counts ride along with the next group commit.
-        if mode == Mode::Count {
+        if mode == Mode::Count && self.fleet.is_none() {
             self.store.count_quota(key_id, &buckets.persisted);
         }
         drop(map);
@@ -495,6 +501,62 @@ mod tests {
         assert_eq!(name(BucketSet::Chat, Window::Hour), "chat:h:2026-01-05T23");
         assert_eq!(name(BucketSet::AdminRead, Window::Day), "admin:d:2026-01-05");
         assert_eq!(name(BucketSet::Chat, Window::Month), "chat:m:2026-01");
+    }
+
+    /// A fleet store whose answers the test sets.
+    struct FakeFleet {
+        answer: Mutex<Option<gatehouse_store::fleet::Taken>>,
+        asked: Mutex<Vec<(Vec<String>, Take)>>,
+    }
+
+    #[async_trait::async_trait]
+    impl FleetLimiter for FakeFleet {
+        async fn take_limits(
+            &self,
+            _key: &str,
+            windows: &[LimitWindow],
+            mode: Take,
+        ) -> gatehouse_store::StoreResult<gatehouse_store::fleet::Taken> {
+            self.asked.lock().expect("lock").push((windows.iter().map(|w| w.id.clone()).collect(), mode));
+            self.answer.lock().expect("lock").clone().ok_or_else(|| gatehouse_store::StoreError::Backend("PostgreSQL unreachable".into()))
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn on_a_fleet_the_database_decides_and_an_unreachable_one_leaves_counting_to_the_host() {
+        use gatehouse_store::fleet::Taken;
+        let dir = tempfile::tempdir().expect("tmp");
+        let store: Arc<dyn Store> = Arc::new(gatehouse_store::redb::RedbStore::open(dir.path(), false).expect("open"));
+        let fake = Arc::new(FakeFleet { answer: Mutex::new(None), asked: Mutex::new(Vec::new()) });
+        let l = Limiter::fleet(store, fake.clone());
+        let limits = RateLimits { per_minute: 2, per_hour: 100, per_day: 5, per_month: 1000 };
+        let t = Utc.with_ymd_and_hms(2026, 11, 25, 10, 0, 10).single().expect("time");
+        *fake.answer.lock().expect("lock") = Some(Taken { counts: vec![0, 1, 4, 1], allowed: true, exceeded: None, first: false });
+        let d = l.check(BucketSet::Chat, "k1", limits, t);
+        assert_eq!((d.allowed, d.limit, d.remaining), (true, 5, 1), "the day, one left, is the tightest");
+        *fake.answer.lock().expect("lock") = Some(Taken { counts: vec![1, 1, 5, 1], allowed: false, exceeded: Some(2), first: true });
+        let x = l.peek(BucketSet::Chat, "k1", limits, t).exceeded.expect("refused");
+        assert_eq!((x.window, x.limit, x.first), (Window::Day, 5, true), "the fleet's first refusal is reported");
+        l.count_rates(BucketSet::Chat, "k1", t);
+        let asked = fake.asked.lock().expect("lock").clone();
+        assert_eq!(
+            asked[0],
+            (
+                vec!["chat:n:2026-11-25T10:00".into(), "chat:h:2026-11-25T10".into(), "chat:d:2026-11-25".into(), "chat:m:2026-11".into()],
+                Take::Count
+            )
+        );
+        assert_eq!(asked[1].1, Take::Peek);
+        assert_eq!(
+            asked[2],
+            (vec!["chat:n:2026-11-25T10:00".into(), "chat:h:2026-11-25T10".into()], Take::Rates),
+            "rates: minute and hour only"
+        );
+        // The database away: the host counts on its own (per minute here).
+        *fake.answer.lock().expect("lock") = None;
+        assert!(l.check(BucketSet::Chat, "k2", limits, t).allowed);
+        assert!(l.check(BucketSet::Chat, "k2", limits, t).allowed);
+        assert_eq!(l.check(BucketSet::Chat, "k2", limits, t).exceeded.expect("local minute").window, Window::Minute);
     }
 
     #[test]
