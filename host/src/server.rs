@@ -23,7 +23,15 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>, bundle
     let listener = TcpListener::bind(config.listen).await.map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
     let backend = waiting::open_store(&config, receipts.clone(), &listener).await?;
     let store_dyn: Arc<dyn gatehouse_store::Store> = backend.store();
-    match bootstrap::ensure_admin(store_dyn.as_ref()).await? {
+    let bootstrapped = match bootstrap::ensure_admin(store_dyn.as_ref()).await {
+        // Hosts of a fleet starting at once with the same bootstrap key: one
+        // registers it, the others find its hash taken; they now find an admin key.
+        Err(e) if matches!(e.downcast_ref::<gatehouse_store::StoreError>(), Some(gatehouse_store::StoreError::Conflict(_))) => {
+            bootstrap::ensure_admin(store_dyn.as_ref()).await?
+        }
+        other => other?,
+    };
+    match bootstrapped {
         Bootstrap::Generated(secret) => {
             // Shown once, on the terminal only: never through the logger.
             eprintln!(

@@ -22,18 +22,28 @@ struct Fleet {
 }
 
 impl Fleet {
-    /// Start `n` hosts on a new database of `pg`, one after the other (the
-    /// first creates the admin key from the environment, the others find it).
+    /// Start `n` hosts on a new database of `pg`, with one bootstrap admin key.
     fn start(pg: &TempPostgres, db: &str, n: usize, extra: &str) -> Fleet {
         let url = pg.create_database(db);
         let admin = admin_key_for(&format!("fleet{db}"));
-        let hosts = (0..n)
+        // All at once, as an orchestrator starts them: one registers the
+        // bootstrap admin key, the others find it.
+        let starting: Vec<_> = (0..n)
             .map(|_| {
-                let mut host = Server::builder()
-                    .toml(&format!("[store]\nbackend = \"postgres\"\npool_size = 8\n{extra}"))
-                    .env("GATEHOUSE_DATABASE_URL", &url)
-                    .env("GATEHOUSE_BOOTSTRAP_ADMIN_KEY", &admin)
-                    .start();
+                let (url, admin, extra) = (url.clone(), admin.clone(), extra.to_owned());
+                std::thread::spawn(move || {
+                    Server::builder()
+                        .toml(&format!("[store]\nbackend = \"postgres\"\npool_size = 8\n{extra}"))
+                        .env("GATEHOUSE_DATABASE_URL", &url)
+                        .env("GATEHOUSE_BOOTSTRAP_ADMIN_KEY", &admin)
+                        .start()
+                })
+            })
+            .collect();
+        let hosts = starting
+            .into_iter()
+            .map(|s| {
+                let mut host = s.join().expect("a host started");
                 host.admin_key = admin.clone();
                 host
             })
