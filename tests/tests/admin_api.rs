@@ -317,3 +317,37 @@ async fn the_audit_log_finds_records_about_a_user_as_well_as_by_them() {
     assert_eq!(logs.len(), 1, "{v}");
     assert!(logs[0].to_string().contains(&key_id), "{v}");
 }
+
+#[tokio::test]
+async fn a_tenant_admin_key_needs_its_group_excludes_admin_and_gets_403_on_admin_routes() {
+    let s = Server::start();
+    let (_, u) = call(&s, Method::POST, "/api/admin/users", Some(json!({"name": "Tess", "email": "tess@acme.example"}))).await;
+    let user = u["data"]["id"].as_str().expect("user id").to_owned();
+    let (_, g) = call(&s, Method::POST, "/api/admin/groups", Some(json!({"name": "Acme"}))).await;
+    let group = g["data"]["id"].as_str().expect("group id").to_owned();
+
+    let (st, v) = call(&s, Method::POST, "/api/admin/keys", Some(json!({"userId": user, "tenantAdmin": true}))).await;
+    assert_eq!((st, v["error"]["code"].as_str()), (400, Some("VALIDATION_ERROR")), "{v}");
+    assert!(v["error"]["message"].as_str().is_some_and(|m| m.contains("groupId")), "{v}");
+    let both = json!({"userId": user, "tenantAdmin": true, "admin": true, "groupId": group});
+    let (st, v) = call(&s, Method::POST, "/api/admin/keys", Some(both)).await;
+    assert_eq!(st, 400, "{v}");
+
+    let (st, v) = call(&s, Method::POST, "/api/admin/keys", Some(json!({"userId": user, "tenantAdmin": true, "groupId": group}))).await;
+    assert_eq!(st, 201, "{v}");
+    assert_eq!((v["data"]["apiKey"]["tenantAdmin"].as_bool(), v["data"]["apiKey"]["admin"].as_bool()), (Some(true), Some(false)));
+    let id = v["data"]["apiKey"]["id"].as_str().expect("key id").to_owned();
+    let secret = v["data"]["key"].as_str().expect("secret").to_owned();
+
+    // Taking the group away from a tenant admin would leave it administering nothing: refused.
+    let (st, v) = call(&s, Method::PUT, &format!("/api/admin/keys/{id}"), Some(json!({"groupId": null}))).await;
+    assert_eq!(st, 400, "{v}");
+
+    // Not an admin: the admin routes refuse it, its chat works like any key's.
+    for path in ["/api/admin/keys", "/api/admin/users", "/api/admin/me", "/api/admin/groups"] {
+        let st = s.client.get(s.url(path)).bearer_auth(&secret).send().await.expect("send").status().as_u16();
+        assert_eq!(st, 403, "{path}");
+    }
+    let (st, v) = s.chat_as(&secret, &json!({"model": "echo/default", "index": "Zero-Knowledge", "prompt": "hello"})).await;
+    assert_eq!(st, 200, "{v}");
+}

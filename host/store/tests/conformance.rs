@@ -50,6 +50,7 @@ fn key(id: &str, user_id: &str, secret: &str, admin: bool) -> ApiKeyRecord {
         created_at: Utc::now(),
         revoked_at: None,
         suspended_at: None,
+        tenant_admin: false,
     }
 }
 

@@ -42,6 +42,7 @@ fn key(id: &str, secret: &str) -> ApiKeyRecord {
         created_at: Utc::now(),
         revoked_at: None,
         suspended_at: None,
+        tenant_admin: false,
     }
 }
 
