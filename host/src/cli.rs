@@ -50,6 +50,22 @@ pub enum Command {
         #[command(subcommand)]
         action: PluginsAction,
     },
+    /// Manage the PostgreSQL database of a fleet (`[store] backend = "postgres"`).
+    Db {
+        #[command(subcommand)]
+        action: DbAction,
+    },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DbAction {
+    /// Apply the schema migrations this binary carries to the database
+    /// `store.url_env` names (hosts also apply them at start); prints the
+    /// version before and after.
+    Migrate(#[command(flatten)] ConfigArg),
+    /// Verify the fleet's audit hash chain in the database (while hosts run);
+    /// exit 1 and name the first broken record if it is broken.
+    Verify(#[command(flatten)] ConfigArg),
 }
 
 #[derive(Debug, Subcommand)]
@@ -201,6 +217,30 @@ pub async fn run_offline(cmd: Command, bundled: gatehouse_plugin_host::Bundled) 
                 }
             }
         },
+        Command::Db { action: DbAction::Migrate(c) } => {
+            let cfg = load(&c)?;
+            if cfg.store.backend != crate::config::StoreBackend::Postgres {
+                anyhow::bail!(
+                    "`db migrate` works on PostgreSQL: set [store] backend = \"postgres\" in the config (redb needs no migration)"
+                );
+            }
+            let options = crate::app::Backend::pg_options(&cfg)?;
+            let done = gatehouse_store::postgres::migrate_database(&options).await?;
+            if done.from == done.to {
+                println!("database schema at version {}: nothing to do", done.to);
+            } else {
+                println!("database schema migrated from version {} to {}", done.from, done.to);
+            }
+            Ok(0)
+        }
+        Command::Db { action: DbAction::Verify(c) } => {
+            let cfg = load(&c)?;
+            let options = pg_options(&cfg, "db verify")?;
+            let store = gatehouse_store::postgres::PgStore::connect(options).await?;
+            let report = store.verify_audit_chain().await?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            Ok(if report.ok { 0 } else { 1 })
+        }
         Command::Audit { action: AuditAction::Verify(c) } => {
             let cfg = load(&c)?;
             let store = open_store(&cfg)?;
@@ -209,6 +249,14 @@ pub async fn run_offline(cmd: Command, bundled: gatehouse_plugin_host::Bundled) 
             Ok(if report.ok { 0 } else { 1 })
         }
     }
+}
+
+/// The PostgreSQL settings of a `db` command; a config on redb is an error that says what to set.
+fn pg_options(cfg: &Config, command: &str) -> anyhow::Result<gatehouse_store::postgres::PgOptions> {
+    if cfg.store.backend != crate::config::StoreBackend::Postgres {
+        anyhow::bail!("`{command}` works on PostgreSQL: set [store] backend = \"postgres\" in the config (on redb, see `gatehouse audit`)");
+    }
+    crate::app::Backend::pg_options(cfg)
 }
 
 fn unreachable_serve() -> anyhow::Result<i32> {

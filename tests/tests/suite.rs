@@ -3,9 +3,10 @@
 //! One binary per file meant 23 compilations of the same reqwest, tokio and
 //! serde code and 23 links; one binary compiles and links that once. Each file
 //! stays a module under its own name, so `cargo test -p gatehouse-tests --test
-//! suite -- chat::` runs one file. Four files stay binaries of their own (see
+//! suite -- chat::` runs one file. Five files stay binaries of their own (see
 //! `tests/Cargo.toml`): `tenant_abuse` measures latency and must not share the
-//! machine with other tests, `crash_safety` SIGKILLs servers under load, and
+//! machine with other tests, `crash_safety` SIGKILLs servers under load, `fleet` runs three hosts on a
+//! throwaway PostgreSQL that it stops and restarts, and
 //! `plugin_runtime` and `fuzz_corpora` link the host in-process (so this
 //! binary need not be rebuilt when only `host/src` changes; `plugin_runtime`
 //! also times deadlines that other tests' load would stretch).

@@ -13,6 +13,7 @@
 //! handles the host registers ([`metrics`]).
 
 pub mod audit;
+pub mod fleet;
 mod key_hash;
 pub mod metrics;
 pub mod model;
