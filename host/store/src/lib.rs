@@ -20,6 +20,7 @@ pub mod postgres;
 pub mod receipts;
 pub mod records;
 pub mod redb;
+pub mod usage_ledger;
 pub mod webhooks;
 
 use async_trait::async_trait;
@@ -139,6 +140,11 @@ pub trait Store: Send + Sync + 'static {
 
     /// Why the last commit failed, while commits fail (for `/health`).
     fn storage_failure(&self) -> Option<String> {
+        None
+    }
+
+    /// The per-request usage ledger's reads (a trait of their own), where the backend keeps one.
+    fn usage_ledger(&self) -> Option<&dyn usage_ledger::UsageLedger> {
         None
     }
 

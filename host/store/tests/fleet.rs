@@ -219,7 +219,15 @@ async fn one_key_billed_from_both_hosts_at_once_adds_up_one_ledger_row_per_reque
     concurrently((0..40).map(|i| {
         let host = if i % 2 == 0 { a.clone() } else { b.clone() };
         async move {
-            let usage = UsageDelta { user_id: "usr_a".into(), key_id: "key_1".into(), prompt_tokens: 3, completion_tokens: i };
+            let usage = UsageDelta {
+                user_id: "usr_a".into(),
+                key_id: "key_1".into(),
+                group_id: None,
+                model: "echo/test".into(),
+                request_id: format!("req-{i}"),
+                prompt_tokens: 3,
+                completion_tokens: i,
+            };
             host.finish_request(RequestOutcome { usage: Some(usage), ..Default::default() }).await.expect("bill")
         }
     }))

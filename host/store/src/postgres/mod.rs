@@ -16,6 +16,7 @@ pub mod migrate;
 mod quota;
 mod store_impl;
 mod tls;
+mod usage_ledger;
 mod webhooks;
 
 use std::path::PathBuf;

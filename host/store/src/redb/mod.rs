@@ -9,6 +9,7 @@ mod key_cache;
 pub mod schema;
 mod slot;
 pub mod tables;
+mod usage_ledger;
 mod webhooks;
 
 use std::path::{Path, PathBuf};
@@ -168,6 +169,10 @@ fn get<T: DeserializeOwned>(txn: &WriteTransaction, def: redb::TableDefinition<&
 impl Store for RedbStore {
     fn storage_failure(&self) -> Option<String> {
         self.db.failure()
+    }
+
+    fn usage_ledger(&self) -> Option<&dyn crate::usage_ledger::UsageLedger> {
+        Some(self)
     }
 
     fn healthy(&self) -> bool {
