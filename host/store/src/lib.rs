@@ -14,6 +14,7 @@
 
 pub mod audit;
 mod key_hash;
+pub mod knowledge_bases;
 pub mod metrics;
 pub mod model;
 pub mod postgres;
@@ -145,6 +146,11 @@ pub trait Store: Send + Sync + 'static {
 
     /// The per-request usage ledger's reads (a trait of their own), where the backend keeps one.
     fn usage_ledger(&self) -> Option<&dyn usage_ledger::UsageLedger> {
+        None
+    }
+
+    /// Knowledge bases defined through the admin API (a trait of their own), where the backend keeps them.
+    fn knowledge_bases(&self) -> Option<&dyn knowledge_bases::KnowledgeBaseStore> {
         None
     }
 

@@ -16,6 +16,7 @@ const LOCK_ID: i64 = 0x6761_7465_686f_7573;
 pub const MIGRATIONS: &[(i32, &str, &str)] = &[
     (1, "initial", include_str!("migrations/0001_initial.sql")),
     (2, "usage_ledger_detail", include_str!("migrations/0002_usage_ledger_detail.sql")),
+    (3, "knowledge_bases", include_str!("migrations/0003_knowledge_bases.sql")),
 ];
 
 /// The newest schema version this binary knows.

@@ -11,6 +11,7 @@ mod admin;
 pub mod audit;
 mod chat;
 mod key_cache;
+mod knowledge_bases;
 mod listen;
 pub mod migrate;
 mod quota;

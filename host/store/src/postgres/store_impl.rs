@@ -27,6 +27,10 @@ impl Store for PgStore {
         Some(self)
     }
 
+    fn knowledge_bases(&self) -> Option<&dyn crate::knowledge_bases::KnowledgeBaseStore> {
+        Some(self)
+    }
+
     async fn create_user(&self, user: User, audit: AuditEntry) -> StoreResult<User> {
         PgStore::create_user(self, user, audit).await
     }

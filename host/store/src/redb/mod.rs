@@ -6,6 +6,7 @@ pub mod audit;
 mod chat;
 mod group_commit;
 mod key_cache;
+mod knowledge_bases;
 pub mod schema;
 mod slot;
 pub mod tables;
@@ -172,6 +173,10 @@ impl Store for RedbStore {
     }
 
     fn usage_ledger(&self) -> Option<&dyn crate::usage_ledger::UsageLedger> {
+        Some(self)
+    }
+
+    fn knowledge_bases(&self) -> Option<&dyn crate::knowledge_bases::KnowledgeBaseStore> {
         Some(self)
     }
 
