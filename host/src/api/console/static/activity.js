@@ -64,8 +64,9 @@ export async function usage(root) {
     ]);
     rows = page.records;
     const labels = series.points.map((p) => (bucket.value === "hour" ? hhmm(p.start) : day(p.start)));
+    const names = Object.fromEntries([...people.map((u) => [u.id, u.name]), ...allKeys.map((k) => [k.id, `${k.name} (${k.prefix})`])]);
     const totals = (caption, id, data) => table(caption, [
-      { title: "Name", value: (r) => r.id || "(none)" },
+      { title: "Name", value: (r) => names[r.id] || r.id || "(none)" },
       { title: "Requests", value: (r) => r.requests, num: true },
       { title: "Tokens", value: (r) => r.totalTokens, num: true }], data, { id, size: 10 });
     out.replaceChildren(
@@ -80,8 +81,8 @@ export async function usage(root) {
       page.nextCursor ? h("p", { class: "muted" }, "Showing the newest 1000 requests; narrow the filters for older ones.") : null,
       table("Billed requests, newest first", [
         { title: "Time", value: (r) => when(r.at) },
-        { title: "User", value: (r) => r.userId },
-        { title: "Key", value: (r) => r.keyId },
+        { title: "User", value: (r) => names[r.userId] || r.userId },
+        { title: "Key", value: (r) => names[r.keyId] || r.keyId },
         { title: "Model", value: (r) => r.model },
         { title: "Request", value: (r) => h("code", {}, r.requestId) },
         { title: "Tokens", value: (r) => r.totalTokens, num: true }], rows, { id: "usage-rows" }));

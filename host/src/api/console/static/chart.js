@@ -12,8 +12,8 @@ function s(tag, attrs = {}, text) {
 }
 
 // series: [{name, values: [number|null]}]; labels: x-axis texts (same length).
-export function lineChart(title, labels, series, { width = 640, height = 200 } = {}) {
-  const pad = { l: 48, r: 12, t: 12, b: 28 };
+export function lineChart(title, labels, series, { width = 440, height = 180 } = {}) {
+  const pad = { l: 44, r: 14, t: 10, b: 24 };
   const all = series.flatMap((x) => x.values).filter((v) => v !== null && Number.isFinite(v));
   const max = Math.max(1, ...all);
   const n = Math.max(1, labels.length - 1);
@@ -27,7 +27,7 @@ export function lineChart(title, labels, series, { width = 640, height = 200 } =
     svg.append(s("line", { x1: pad.l, x2: width - pad.r, y1: y(v), y2: y(v), stroke: "#d0d7de" }));
     svg.append(s("text", { x: pad.l - 6, y: y(v) + 4, "text-anchor": "end" }, Number.isInteger(v) ? v : v.toFixed(1)));
   }
-  const ticks = Math.min(labels.length, 6);
+  const ticks = Math.min(labels.length, 5);
   for (let k = 0; k < ticks; k++) {
     const i = ticks === 1 ? 0 : Math.round((k * (labels.length - 1)) / (ticks - 1));
     svg.append(s("text", { x: x(i), y: height - 8, "text-anchor": "middle" }, labels[i]));
