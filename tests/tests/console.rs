@@ -115,7 +115,6 @@ async fn receiver() -> (String, Arc<AtomicUsize>) {
             "ok"
         }
     });
-    #[expect(clippy::disallowed_methods, reason = "the receiver lives as long as the test")]
     tokio::spawn(async move { axum::serve(listener, app).await });
     (url, got)
 }

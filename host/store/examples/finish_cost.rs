@@ -57,6 +57,7 @@ async fn main() {
         let mut tasks = Vec::new();
         for w in 0..64 {
             let store = store.clone();
+            #[expect(clippy::disallowed_methods, reason = "every task is joined below")]
             tasks.push(tokio::spawn(async move {
                 for i in 0..n / 64 {
                     store.finish_request(outcome(w * 100_000 + i)).await.expect("finish");

@@ -120,13 +120,18 @@ pub async fn sync(app: &AppState) -> Result<(), AdminError> {
 /// Merge now and every few seconds (once per process); called when the routes are built.
 pub fn start(app: &AppState) {
     static STARTED: OnceLock<()> = OnceLock::new();
-    let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
+    if tokio::runtime::Handle::try_current().is_err() {
+        return;
+    }
     if STARTED.set(()).is_err() {
         return;
     }
     let app = app.clone();
-    #[expect(clippy::disallowed_methods, reason = "a detached loop that lives as long as the process; it holds no request state")]
-    rt.spawn(async move {
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "not joined: it only reads the store and swaps the running config; a read after the store closed fails and is logged"
+    )]
+    tokio::spawn(async move {
         let mut tick = tokio::time::interval(SYNC_EVERY);
         loop {
             tick.tick().await;

@@ -63,8 +63,11 @@ fn sampler() -> &'static Arc<Sampler> {
     S.get_or_init(Default::default)
 }
 
+/// One line of the text exposition: (name, labels, value).
+type Sample<'a> = (&'a str, Vec<(&'a str, &'a str)>, f64);
+
 /// `name{labels} value` → (name, labels, value).
-fn parse_line(line: &str) -> Option<(&str, Vec<(&str, &str)>, f64)> {
+fn parse_line(line: &str) -> Option<Sample<'_>> {
     let (head, value) = line.rsplit_once(' ')?;
     let value: f64 = value.parse().ok()?;
     let (name, labels) = match head.split_once('{') {
@@ -154,13 +157,18 @@ async fn take_reading(app: &AppState) -> Reading {
 /// Start the sampler (once per process); called when the routes are built.
 pub fn start(app: &AppState) {
     static STARTED: OnceLock<()> = OnceLock::new();
-    let Ok(rt) = tokio::runtime::Handle::try_current() else { return };
+    if tokio::runtime::Handle::try_current().is_err() {
+        return;
+    }
     if STARTED.set(()).is_err() {
         return;
     }
     let app = app.clone();
-    #[expect(clippy::disallowed_methods, reason = "a detached sampler that lives as long as the process; it holds no request state")]
-    rt.spawn(async move {
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "not joined: it only reads (metrics, the outbox) and writes nothing; a read after the store closed fails and is logged"
+    )]
+    tokio::spawn(async move {
         let mut tick = tokio::time::interval(std::time::Duration::from_secs(STEP_SECONDS));
         loop {
             tick.tick().await;
@@ -243,4 +251,42 @@ pub async fn overview(State(app): State<AppState>, Admin(_): Admin, Query(p): Qu
         t.remove("end");
     }
     Ok(ok(json!({"since": iso(first.at), "stepSeconds": STEP_SECONDS, "totals": totals, "points": points})))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const TEXT: &str = "# TYPE gatehouse_http_requests counter\n\
+        gatehouse_http_requests_total{route=\"/chat/completions\",status=\"200\"} 7\n\
+        gatehouse_http_requests_total{route=\"/chat/completions\",status=\"403\"} 2\n\
+        gatehouse_http_requests_total{route=\"/api/external/v1/chat/completions\",status=\"502\"} 1\n\
+        gatehouse_http_requests_total{route=\"/api/admin/users\",status=\"200\"} 50\n\
+        gatehouse_http_request_duration_seconds_bucket{le=\"0.001\",route=\"/chat/completions\"} 5\n\
+        gatehouse_http_request_duration_seconds_bucket{le=\"0.01\",route=\"/chat/completions\"} 9\n\
+        gatehouse_http_request_duration_seconds_bucket{le=\"+Inf\",route=\"/chat/completions\"} 9\n\
+        gatehouse_http_request_duration_seconds_bucket{le=\"0.001\",route=\"/api/external/v1/chat/completions\"} 0\n\
+        gatehouse_http_request_duration_seconds_bucket{le=\"0.01\",route=\"/api/external/v1/chat/completions\"} 0\n\
+        gatehouse_http_request_duration_seconds_bucket{le=\"+Inf\",route=\"/api/external/v1/chat/completions\"} 1\n\
+        gatehouse_failovers_total{reason=\"timeout\"} 3\n";
+
+    #[test]
+    fn only_the_chat_routes_are_counted_by_status_class() {
+        let mut r = Reading::default();
+        read_metrics(TEXT, &mut r);
+        assert_eq!((r.requests, r.errors, r.refused, r.failovers), (10, 1, 2, 3));
+        assert_eq!(r.buckets, vec![(0.001, 5), (0.01, 9), (f64::INFINITY, 10)]);
+    }
+
+    #[test]
+    fn percentiles_are_the_bounds_of_the_buckets_holding_them_between_two_readings() {
+        let before = vec![(0.001, 5), (0.01, 5), (f64::INFINITY, 5)];
+        let after = vec![(0.001, 6), (0.01, 15), (f64::INFINITY, 15)];
+        // 10 requests since: 1 under 1 ms, 9 under 10 ms.
+        assert_eq!(quantile_ms(&before, &after, 0.5), Some(10.0));
+        assert_eq!(quantile_ms(&before, &after, 0.05), Some(1.0));
+        assert_eq!(quantile_ms(&after, &after, 0.5), None, "no request, no latency");
+        let slow = vec![(0.001, 6), (0.01, 15), (f64::INFINITY, 16)];
+        assert_eq!(quantile_ms(&before, &slow, 0.99), None, "beyond the last bound: unknown, not infinite");
+    }
 }

@@ -16,6 +16,9 @@ use crate::usage_ledger::{Bucket, LedgerFilter, LedgerPage, LedgerRow, LedgerTot
 /// (µs since the epoch, sequence within that µs) → [`Stored`].
 pub const USAGE_LEDGER: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("usage_ledger");
 
+/// One item of a range read of [`USAGE_LEDGER`].
+type Item<'a> = Result<(redb::AccessGuard<'a, (u64, u64)>, redb::AccessGuard<'a, &'static [u8]>), redb::StorageError>;
+
 /// A row as stored: the key holds its time and id.
 #[derive(Serialize, Deserialize)]
 struct Stored {
@@ -109,7 +112,7 @@ impl RedbStore {
             return Ok(());
         }
         let range = t.range((lo, 0)..hi).map_err(backend)?;
-        let mut step = |item: Result<(redb::AccessGuard<(u64, u64)>, redb::AccessGuard<&[u8]>), redb::StorageError>| {
+        let mut step = |item: Item| {
             let (k, v) = item.map_err(backend)?;
             let row = row_of(k.value(), decode(v.value())?);
             Ok::<_, crate::StoreError>(filter.matches(&row) && !visit(row))

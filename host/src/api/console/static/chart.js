@@ -30,7 +30,9 @@ export function lineChart(title, labels, series, { width = 440, height = 180 } =
   const ticks = Math.min(labels.length, 5);
   for (let k = 0; k < ticks; k++) {
     const i = ticks === 1 ? 0 : Math.round((k * (labels.length - 1)) / (ticks - 1));
-    svg.append(s("text", { x: x(i), y: height - 8, "text-anchor": "middle" }, labels[i]));
+    // The end labels are anchored inward so they are not cut at the edges.
+    const anchor = k === 0 ? "start" : k === ticks - 1 ? "end" : "middle";
+    svg.append(s("text", { x: x(i), y: height - 8, "text-anchor": anchor }, labels[i]));
   }
   series.forEach((ser, k) => {
     const colour = COLOURS[k % COLOURS.length];
