@@ -47,6 +47,9 @@ struct Reading {
 /// Outbox events counted so far, and where the count stopped.
 #[derive(Debug, Default)]
 struct EventCounts {
+    /// The first reading skips to the end of the outbox: events from before
+    /// this process started are not this host's recent history.
+    primed: bool,
     after: u64,
     shield_blocks: u64,
     dlp_hits: u64,
@@ -128,18 +131,21 @@ async fn take_reading(app: &AppState) -> Reading {
     read_metrics(&crate::metrics::get().encode(), &mut r);
     let s = sampler();
     let mut ev = s.events.lock().await;
+    let counting = ev.primed;
+    let mut read_to_end = true;
     // Read the outbox forward from where the last reading stopped.
     loop {
         let page = match app.store.outbox_after(ev.after, 1000).await {
             Ok(p) => p,
             Err(e) => {
                 tracing::warn!(error = %e, "the overview could not read the outbox");
+                read_to_end = false;
                 break;
             }
         };
         let Some((last, _)) = page.last() else { break };
         ev.after = *last;
-        for (_, e) in &page {
+        for (_, e) in page.iter().filter(|_| counting) {
             match e.kind.as_str() {
                 "promptshield:attack:blocked" => ev.shield_blocks += 1,
                 "dlp:incident" => ev.dlp_hits += 1,
@@ -150,6 +156,7 @@ async fn take_reading(app: &AppState) -> Reading {
             break;
         }
     }
+    ev.primed |= read_to_end;
     (r.shield_blocks, r.dlp_hits) = (ev.shield_blocks, ev.dlp_hits);
     r
 }
