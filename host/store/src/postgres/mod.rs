@@ -11,12 +11,14 @@ mod admin;
 pub mod audit;
 mod chat;
 mod key_cache;
+mod knowledge_bases;
 mod limits;
 mod listen;
 pub mod migrate;
 mod quota;
 mod store_impl;
 mod tls;
+mod usage_ledger;
 mod webhooks;
 
 use std::path::PathBuf;
