@@ -614,4 +614,27 @@ async fn a_tenant_admin_key_needs_its_group_excludes_admin_and_gets_403_on_admin
     }
     let (st, v) = s.chat_as(&secret, &json!({"model": "echo/default", "index": "Zero-Knowledge", "prompt": "hello"})).await;
     assert_eq!(st, 200, "{v}");
+
+    // Its own group's usage, and only by naming it.
+    let (_, other) = call(&s, Method::POST, "/api/admin/groups", Some(json!({"name": "Globex"}))).await;
+    let other = other["data"]["id"].as_str().expect("group id").to_owned();
+    let get = |q: String| {
+        let (s, secret) = (&s, &secret);
+        async move {
+            let r = s.client.get(s.url(&q)).bearer_auth(secret).send().await.expect("send");
+            let st = r.status().as_u16();
+            (st, r.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    let (st, v) = get(format!("/api/admin/usage?groupId={group}")).await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(v["data"]["total"]["requests"], 1, "the tenant admin's own chat, billed to its group: {v}");
+    let (st, _) = get(format!("/api/admin/usage/series?bucket=hour&groupId={group}")).await;
+    assert_eq!(st, 200);
+    for q in
+        [format!("/api/admin/usage?groupId={other}"), "/api/admin/usage".to_owned(), format!("/api/admin/usage/series?groupId={other}")]
+    {
+        let (st, v) = get(q.clone()).await;
+        assert_eq!((st, v["error"]["code"].as_str()), (403, Some("INSUFFICIENT_PERMISSIONS")), "{q}: {v}");
+    }
 }

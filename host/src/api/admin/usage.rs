@@ -18,7 +18,7 @@ use serde_json::{Value, json};
 use super::ok;
 use crate::api::list_params::{Params, check_known, int_param, parse_date};
 use crate::app::AppState;
-use crate::auth::Admin;
+use crate::auth::{Admin, AdminOrTenant, AuthContext};
 use crate::error::AdminError;
 use crate::time::iso;
 use gatehouse_store::StoreError;
@@ -97,6 +97,20 @@ fn filter(p: &Params) -> Result<LedgerFilter, AdminError> {
     Ok(f)
 }
 
+/// A tenant admin key reads its own group's usage only, and says so: every
+/// call names `groupId=<its group>` (an admin key reads anything).
+fn own_group_only(ctx: &AuthContext, p: &Params) -> Result<(), AdminError> {
+    let Some(own) = ctx.tenant_group().filter(|_| !ctx.is_admin()) else { return Ok(()) };
+    if p.get("groupId").map(|g| g.trim()) == Some(own) {
+        return Ok(());
+    }
+    Err(AdminError::new(
+        axum::http::StatusCode::FORBIDDEN,
+        crate::error::code::INSUFFICIENT_PERMISSIONS,
+        format!("a tenant admin key reads only its own group's usage: add `groupId={own}`"),
+    ))
+}
+
 /// The query parameters of `GET /api/admin/usage`, for the OpenAPI document
 /// (the handler reads them from a map so that each bad one gets its own code).
 #[derive(utoipa::IntoParams)]
@@ -129,10 +143,16 @@ pub struct UsageQuery {
         (status = 200, description = "`{filtered, total, users, keys, models, records, nextCursor}`: totals rows `{id, requests, promptTokens, completionTokens, totalTokens}`; `records` the page of ledger rows, newest first",
          body = crate::api::schema::Success<crate::api::schema::JsonObject>),
         (status = 400, description = "Bad parameter (`VALIDATION_ERROR`, `INVALID_…`)", body = crate::error::NestedError),
+        (status = 403, description = "Not an admin key, or a tenant admin key without `groupId=<its group>`", body = crate::error::NestedError),
     )
 )]
-pub async fn usage(State(app): State<AppState>, Admin(_): Admin, Query(p): Query<Params>) -> Result<Json<Value>, AdminError> {
+pub async fn usage(
+    State(app): State<AppState>,
+    AdminOrTenant(ctx): AdminOrTenant,
+    Query(p): Query<Params>,
+) -> Result<Json<Value>, AdminError> {
     check_known(&p, USAGE_PARAMS)?;
+    own_group_only(&ctx, &p)?;
     let f = filter(&p)?;
     let limit = int_param(&p, "limit", "INVALID_LIMIT", 100, 1, 1000)? as usize;
     let cursor = p.get("cursor").map(|c| c.trim()).filter(|c| !c.is_empty());
@@ -194,10 +214,16 @@ pub struct SeriesQuery {
         (status = 200, description = "`{bucket, from, to, points: [{start, requests, promptTokens, completionTokens, totalTokens}]}`, oldest first",
          body = crate::api::schema::Success<crate::api::schema::JsonObject>),
         (status = 400, description = "Bad parameter (`VALIDATION_ERROR`, `INVALID_…`)", body = crate::error::NestedError),
+        (status = 403, description = "Not an admin key, or a tenant admin key without `groupId=<its group>`", body = crate::error::NestedError),
     )
 )]
-pub async fn series(State(app): State<AppState>, Admin(_): Admin, Query(p): Query<Params>) -> Result<Json<Value>, AdminError> {
+pub async fn series(
+    State(app): State<AppState>,
+    AdminOrTenant(ctx): AdminOrTenant,
+    Query(p): Query<Params>,
+) -> Result<Json<Value>, AdminError> {
     check_known(&p, SERIES_PARAMS)?;
+    own_group_only(&ctx, &p)?;
     let bucket = match p.get("bucket").map(String::as_str) {
         None | Some("day") => Bucket::Day,
         Some("hour") => Bucket::Hour,
