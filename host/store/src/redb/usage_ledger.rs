@@ -20,7 +20,7 @@ pub const USAGE_LEDGER: TableDefinition<(u64, u64), &[u8]> = TableDefinition::ne
 type Item<'a> = Result<(redb::AccessGuard<'a, (u64, u64)>, redb::AccessGuard<'a, &'static [u8]>), redb::StorageError>;
 
 /// A row as stored: the key holds its time and id.
-#[derive(Serialize, Deserialize)]
+#[derive(Deserialize)]
 struct Stored {
     u: String,
     k: String,
@@ -28,6 +28,20 @@ struct Stored {
     g: Option<String>,
     m: String,
     r: String,
+    p: u64,
+    c: u64,
+}
+
+/// [`Stored`] borrowed from the request's delta: the same bytes, written
+/// without copying its strings on the chat path.
+#[derive(Serialize)]
+struct StoredRef<'a> {
+    u: &'a str,
+    k: &'a str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    g: Option<&'a str>,
+    m: &'a str,
+    r: &'a str,
     p: u64,
     c: u64,
 }
@@ -44,12 +58,12 @@ pub fn append(txn: &WriteTransaction, u: &UsageDelta) -> StoreResult<()> {
         }
         None => (now, 0),
     };
-    let row = Stored {
-        u: u.user_id.clone(),
-        k: u.key_id.clone(),
-        g: u.group_id.clone(),
-        m: u.model.clone(),
-        r: u.request_id.clone(),
+    let row = StoredRef {
+        u: &u.user_id,
+        k: &u.key_id,
+        g: u.group_id.as_deref(),
+        m: &u.model,
+        r: &u.request_id,
         p: u.prompt_tokens,
         c: u.completion_tokens,
     };
