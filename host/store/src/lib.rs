@@ -20,6 +20,7 @@ pub mod postgres;
 pub mod receipts;
 pub mod records;
 pub mod redb;
+pub mod registry;
 pub mod webhooks;
 
 use async_trait::async_trait;

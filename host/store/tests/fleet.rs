@@ -63,18 +63,21 @@ async fn hosts_starting_at_once_migrate_once_and_a_newer_schema_is_refused(pg: &
     // The CLI's migration of a fresh database, then of one already there.
     let fresh = pg.create_database("migrate_command");
     let first = migrate_database(&PgOptions::new(fresh.clone())).await.expect("migrate");
-    assert_eq!((first.from, first.to), (0, 1));
+    assert_eq!((first.from, first.to), (0, 2));
     let again = migrate_database(&PgOptions::new(fresh)).await.expect("migrate again");
-    assert_eq!((again.from, again.to), (1, 1));
+    assert_eq!((again.from, again.to), (2, 2));
 
     let url = pg.create_database("migrations");
     let starts = (0..4).map(|_| PgStore::connect(PgOptions::new(url.clone())));
     let stores: Vec<PgStore> = concurrently(starts).await.into_iter().map(|r| r.expect("every host starts")).collect();
     let client = stores[0].pool().get().await.expect("client");
     let rows = client.query("SELECT version, name FROM schema_migrations ORDER BY version", &[]).await.expect("read");
-    assert_eq!(rows.iter().map(|r| (r.get::<_, i32>(0), r.get::<_, String>(1))).collect::<Vec<_>>(), [(1, "initial".to_owned())]);
+    assert_eq!(
+        rows.iter().map(|r| (r.get::<_, i32>(0), r.get::<_, String>(1))).collect::<Vec<_>>(),
+        [(1, "initial".to_owned()), (2, "plugin_registry".to_owned())]
+    );
     let again = migrate(stores[0].pool()).await.expect("migrate again");
-    assert_eq!((again.from, again.to), (1, 1), "nothing left to do");
+    assert_eq!((again.from, again.to), (2, 2), "nothing left to do");
 
     client.execute("INSERT INTO schema_migrations (version, name) VALUES (99, 'from the future')", &[]).await.expect("plant");
     let refused = PgStore::connect(PgOptions::new(url)).await.err().expect("a newer schema is refused");

@@ -13,7 +13,10 @@ use tokio_postgres::GenericClient;
 const LOCK_ID: i64 = 0x6761_7465_686f_7573;
 
 /// (version, name, SQL), in order; versions start at 1 and have no gaps.
-pub const MIGRATIONS: &[(i32, &str, &str)] = &[(1, "initial", include_str!("migrations/0001_initial.sql"))];
+pub const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (1, "initial", include_str!("migrations/0001_initial.sql")),
+    (2, "plugin_registry", include_str!("migrations/0002_plugin_registry.sql")),
+];
 
 /// The newest schema version this binary knows.
 pub fn latest() -> i32 {

@@ -14,6 +14,7 @@ mod key_cache;
 mod listen;
 pub mod migrate;
 mod quota;
+mod registry;
 mod store_impl;
 mod tls;
 mod webhooks;
@@ -76,6 +77,8 @@ pub struct PgStore {
     failure: std::sync::Mutex<Option<String>>,
     /// The key-change listener and the quota flusher, aborted on drop.
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// Moves when any host writes the plugin registry (`registry::listen`).
+    registry_changes: tokio::sync::watch::Sender<u64>,
 }
 
 impl Drop for PgStore {
@@ -179,11 +182,13 @@ impl PgStore {
         let (reader_config, reader_tls) = (config.clone(), tls.clone());
         let quota_reader = quota::Reader::start(move || Box::pin(listen::connect(reader_config.clone(), reader_tls.clone())))?;
         #[expect(clippy::disallowed_methods, reason = "the handles are kept and the tasks aborted when the store is dropped")]
+        let registry_changes = tokio::sync::watch::channel(0).0;
         let tasks = vec![
+            tokio::spawn(registry::listen(config.clone(), tls.clone(), registry_changes.clone())),
             tokio::spawn(listen::run(config, tls, KEYS_CHANNEL, keys.clone())),
             tokio::spawn(quota::flusher(pool.clone(), counts.clone())),
         ];
-        Ok(PgStore { pool, keys, sealer, counts, quota_reader, failure: Default::default(), tasks })
+        Ok(PgStore { pool, keys, sealer, counts, quota_reader, failure: Default::default(), tasks, registry_changes })
     }
 
     /// The connection pool (for `postgres::migrate` and for tests).

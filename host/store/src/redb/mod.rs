@@ -6,6 +6,7 @@ pub mod audit;
 mod chat;
 mod group_commit;
 mod key_cache;
+pub mod registry;
 pub mod schema;
 mod slot;
 pub mod tables;
