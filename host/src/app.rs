@@ -11,13 +11,39 @@ use crate::config::Config;
 use gatehouse_store::Store;
 
 /// Everything a handler may need: one `Arc`, so the clones axum makes per
-/// request (state extractor, each middleware) are one reference count each.
+/// request (state extractor, each middleware) are one reference count each
+/// (and one more for the plugin registry's wiring).
 #[derive(Clone)]
-pub struct AppState(Arc<Shared>);
+pub struct AppState(Arc<Shared>, Arc<Registry>);
+
+/// The plugin registry this host publishes to and loads from, or why there is none.
+pub type Registry = Result<Arc<crate::reload::RegistrySync>, String>;
 
 impl AppState {
+    /// The state, with the embedded plugin registry (`plugins.redb` in the data
+    /// dir) loaded into the plugin runtime and followed from now on.
     pub fn new(shared: Shared) -> Self {
-        AppState(Arc::new(shared))
+        let data_dir = shared.config().data_dir.clone();
+        let registry = gatehouse_store::redb::registry::RedbRegistry::open(&data_dir)
+            .map(|r| Arc::new(r) as Arc<dyn gatehouse_store::registry::PluginRegistry>)
+            .map_err(|e| format!("{e:#}"));
+        Self::with_registry(shared, registry)
+    }
+
+    /// The state with a given plugin registry (a fleet's: the PostgreSQL
+    /// store itself). Loads the published plugins before it returns, so a host
+    /// serves them from its first request, then follows the registry's changes.
+    pub fn with_registry(shared: Shared, registry: Result<Arc<dyn gatehouse_store::registry::PluginRegistry>, String>) -> Self {
+        let registry = registry.map(|r| crate::reload::RegistrySync::start(r, shared.plugins.clone()));
+        if let Err(e) = &registry {
+            tracing::error!(error = %e, "no plugin registry: published plugins are not loaded and publishing answers 503");
+        }
+        AppState(Arc::new(shared), Arc::new(registry))
+    }
+
+    /// The plugin registry, or why there is none.
+    pub fn registry(&self) -> &Registry {
+        &self.1
     }
 }
 
