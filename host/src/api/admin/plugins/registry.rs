@@ -41,6 +41,7 @@ fn registry(app: &AppState) -> Result<&std::sync::Arc<crate::reload::RegistrySyn
 
 /// `?state=` of an upload.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 pub struct PublishParams {
     /// `active` (default: it serves at once) or `shadow`.
     #[serde(default)]
@@ -82,10 +83,10 @@ async fn sync_here(app: &AppState) {
     }
 }
 
-/// `POST /api/admin/plugins`: the body is the component (`application/wasm`).
+/// `POST /api/admin/plugins`: the body is the component (its content type is not read).
 #[utoipa::path(
     post, path = "/api/admin/plugins", tag = "admin", params(PublishParams),
-    request_body(content = Vec<u8>, content_type = "application/wasm", description = "The component bytes"),
+    request_body(content = Vec<u8>, content_type = "application/octet-stream", description = "The component bytes (any content type: `application/wasm` is usual)"),
     responses(
         (status = 201, description = "Stored as the next version of the name its `info()` gives: `{plugin: {name, version, kind, pluginVersion, sha256, size, state, checks, uploadedAt, uploadedBy}, thisHost: {serving, source, registryError}}`", body = Success<JsonObject>),
         (status = 400, description = "The component failed a check (`VALIDATION_ERROR`, the message says which)", body = NestedError),
