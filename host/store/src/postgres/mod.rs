@@ -181,8 +181,8 @@ impl PgStore {
         let counts = Arc::new(quota::Pending::default());
         let (reader_config, reader_tls) = (config.clone(), tls.clone());
         let quota_reader = quota::Reader::start(move || Box::pin(listen::connect(reader_config.clone(), reader_tls.clone())))?;
-        #[expect(clippy::disallowed_methods, reason = "the handles are kept and the tasks aborted when the store is dropped")]
         let registry_changes = tokio::sync::watch::channel(0).0;
+        #[expect(clippy::disallowed_methods, reason = "the handles are kept and the tasks aborted when the store is dropped")]
         let tasks = vec![
             tokio::spawn(registry::listen(config.clone(), tls.clone(), registry_changes.clone())),
             tokio::spawn(listen::run(config, tls, KEYS_CHANNEL, keys.clone())),
