@@ -21,12 +21,19 @@ pub type Registry = Result<Arc<crate::reload::RegistrySync>, String>;
 
 impl AppState {
     /// The state, with the embedded plugin registry (`plugins.redb` in the data
-    /// dir) loaded into the plugin runtime and followed from now on.
+    /// dir) loaded into the plugin runtime and followed from now on. A host on
+    /// PostgreSQL needs the fleet's registry ([`Backend::plugin_registry`] with
+    /// [`AppState::with_registry`]): a registry of its own would split the fleet,
+    /// so without it this host has none (publishing answers 503).
     pub fn new(shared: Shared) -> Self {
-        let data_dir = shared.config().data_dir.clone();
-        let registry = gatehouse_store::redb::registry::RedbRegistry::open(&data_dir)
-            .map(|r| Arc::new(r) as Arc<dyn gatehouse_store::registry::PluginRegistry>)
-            .map_err(|e| format!("{e:#}"));
+        let registry = match shared.config().store.backend {
+            crate::config::StoreBackend::Redb => gatehouse_store::redb::registry::RedbRegistry::open(&shared.config().data_dir)
+                .map(|r| Arc::new(r) as Arc<dyn gatehouse_store::registry::PluginRegistry>)
+                .map_err(|e| format!("{e:#}")),
+            crate::config::StoreBackend::Postgres => {
+                Err("the fleet's plugin registry is not wired to this server (start it with AppState::with_registry)".to_owned())
+            }
+        };
         Self::with_registry(shared, registry)
     }
 
@@ -75,5 +82,107 @@ pub struct Shared {
 impl Shared {
     pub fn config(&self) -> arc_swap::Guard<Arc<Config>> {
         self.config.load()
+    }
+}
+
+/// The store this host runs on, built from `[store]`: redb in the data dir
+/// (one host), or PostgreSQL shared by a fleet.
+#[derive(Clone)]
+pub enum Backend {
+    Redb(Arc<gatehouse_store::redb::RedbStore>),
+    Postgres(Arc<gatehouse_store::postgres::PgStore>),
+}
+
+/// First wait between two attempts to reach PostgreSQL at start; doubled up to [`CONNECT_RETRY_MAX`].
+const CONNECT_RETRY_FIRST: std::time::Duration = std::time::Duration::from_millis(250);
+const CONNECT_RETRY_MAX: std::time::Duration = std::time::Duration::from_secs(5);
+
+impl Backend {
+    /// Open the configured store; `sealer` signs chat receipts. On
+    /// PostgreSQL a database that cannot be reached (or is still starting) is
+    /// tried again until it answers: a host never exits because the database
+    /// is away. A bad URL or TLS setting, or a schema newer than this binary,
+    /// cannot heal by waiting and stops the start.
+    pub async fn open(config: &Config, sealer: Arc<dyn gatehouse_store::receipts::ReceiptSealer>) -> anyhow::Result<Backend> {
+        use crate::config::StoreBackend;
+        match config.store.backend {
+            StoreBackend::Redb => {
+                let store = gatehouse_store::redb::RedbStore::open_with(&config.data_dir, config.durable_writes, Some(sealer))?;
+                Ok(Backend::Redb(Arc::new(store)))
+            }
+            StoreBackend::Postgres => {
+                let options = Self::pg_options(config)?;
+                let mut wait = CONNECT_RETRY_FIRST;
+                loop {
+                    match gatehouse_store::postgres::PgStore::connect_with(options.clone(), Some(sealer.clone())).await {
+                        Ok(store) => return Ok(Backend::Postgres(Arc::new(store))),
+                        Err(e) if !Self::may_heal(&e) => return Err(e),
+                        Err(e) => {
+                            tracing::warn!(error = %format!("{e:#}"), retry_ms = wait.as_millis() as u64, "PostgreSQL not reachable yet; trying again");
+                            tokio::time::sleep(wait).await;
+                            wait = (wait * 2).min(CONNECT_RETRY_MAX);
+                        }
+                    }
+                }
+            }
+        }
+    }
+
+    /// The PostgreSQL connection settings from `[store]` and the URL's variable.
+    pub fn pg_options(config: &Config) -> anyhow::Result<gatehouse_store::postgres::PgOptions> {
+        let url = config.store.database_url().map_err(|m| anyhow::anyhow!("invalid configuration: {m}"))?;
+        let mut options = gatehouse_store::postgres::PgOptions::new(url);
+        options.pool_size = config.store.pool_size;
+        options.ca_file = config.store.ca_file.clone();
+        Ok(options)
+    }
+
+    /// Can waiting fix this failure to start on PostgreSQL? Connecting and
+    /// migrating fail the same way while the server is down or starting;
+    /// a newer schema and a URL or TLS setup this binary refuses do not.
+    fn may_heal(e: &anyhow::Error) -> bool {
+        use gatehouse_store::postgres::MigrateError;
+        matches!(e.downcast_ref::<MigrateError>(), Some(MigrateError::Pool(_) | MigrateError::Database(_)))
+    }
+
+    /// The plugin registry of this store: the PostgreSQL store itself (one for
+    /// the fleet), or `plugins.redb` in the data dir.
+    pub fn plugin_registry(&self, data_dir: &std::path::Path) -> Result<Arc<dyn gatehouse_store::registry::PluginRegistry>, String> {
+        match self {
+            Backend::Redb(_) => gatehouse_store::redb::registry::RedbRegistry::open(data_dir)
+                .map(|r| Arc::new(r) as Arc<dyn gatehouse_store::registry::PluginRegistry>)
+                .map_err(|e| format!("{e:#}")),
+            Backend::Postgres(s) => Ok(s.clone()),
+        }
+    }
+
+    pub fn store(&self) -> Arc<dyn Store> {
+        match self {
+            Backend::Redb(s) => s.clone(),
+            Backend::Postgres(s) => s.clone(),
+        }
+    }
+
+    pub fn webhook_store(&self) -> Arc<dyn gatehouse_store::webhooks::WebhookStore> {
+        match self {
+            Backend::Redb(s) => s.clone(),
+            Backend::Postgres(s) => s.clone(),
+        }
+    }
+
+    /// The limiter: counts shared by the fleet on PostgreSQL, in memory (day and month persisted) on redb.
+    pub fn limiter(&self) -> crate::auth::limits::Limiter {
+        match self {
+            Backend::Redb(s) => crate::auth::limits::Limiter::new(s.clone()),
+            Backend::Postgres(s) => crate::auth::limits::Limiter::fleet(s.clone(), s.clone()),
+        }
+    }
+
+    /// Write what is still in memory (redb's pending group commit, PostgreSQL's quota counts) before the process ends.
+    pub async fn flush(&self) -> gatehouse_store::StoreResult<()> {
+        match self {
+            Backend::Redb(s) => s.flush().await,
+            Backend::Postgres(s) => s.flush().await,
+        }
     }
 }

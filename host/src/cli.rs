@@ -55,6 +55,11 @@ pub enum Command {
         #[command(subcommand)]
         action: PluginAction,
     },
+    /// Manage the PostgreSQL database of a fleet (`[store] backend = "postgres"`).
+    Db {
+        #[command(subcommand)]
+        action: DbAction,
+    },
 }
 
 /// The admin key of `plugin publish` comes from this variable, never from an argument (arguments are visible to every user of the machine).
@@ -75,6 +80,17 @@ pub enum PluginAction {
         #[arg(long)]
         shadow: bool,
     },
+}
+
+#[derive(Debug, Subcommand)]
+pub enum DbAction {
+    /// Apply the schema migrations this binary carries to the database
+    /// `store.url_env` names (hosts also apply them at start); prints the
+    /// version before and after.
+    Migrate(#[command(flatten)] ConfigArg),
+    /// Verify the fleet's audit hash chain in the database (while hosts run);
+    /// exit 1 and name the first broken record if it is broken.
+    Verify(#[command(flatten)] ConfigArg),
 }
 
 #[derive(Debug, Subcommand)]
@@ -228,6 +244,30 @@ pub async fn run_offline(cmd: Command, bundled: gatehouse_plugin_host::Bundled) 
             }
         },
         Command::Plugin { action: PluginAction::Publish { file, url, shadow } } => publish(&file, &url, shadow).await,
+        Command::Db { action: DbAction::Migrate(c) } => {
+            let cfg = load(&c)?;
+            if cfg.store.backend != crate::config::StoreBackend::Postgres {
+                anyhow::bail!(
+                    "`db migrate` works on PostgreSQL: set [store] backend = \"postgres\" in the config (redb needs no migration)"
+                );
+            }
+            let options = crate::app::Backend::pg_options(&cfg)?;
+            let done = gatehouse_store::postgres::migrate_database(&options).await?;
+            if done.from == done.to {
+                println!("database schema at version {}: nothing to do", done.to);
+            } else {
+                println!("database schema migrated from version {} to {}", done.from, done.to);
+            }
+            Ok(0)
+        }
+        Command::Db { action: DbAction::Verify(c) } => {
+            let cfg = load(&c)?;
+            let options = pg_options(&cfg, "db verify")?;
+            let store = gatehouse_store::postgres::PgStore::connect(options).await?;
+            let report = store.verify_audit_chain().await?;
+            println!("{}", serde_json::to_string_pretty(&report)?);
+            Ok(if report.ok { 0 } else { 1 })
+        }
         Command::Audit { action: AuditAction::Verify(c) } => {
             let cfg = load(&c)?;
             let store = open_store(&cfg)?;
@@ -277,6 +317,14 @@ async fn publish(file: &std::path::Path, url: &str, shadow: bool) -> anyhow::Res
         println!("stored, but {url} did not load it: {e}");
     }
     Ok(0)
+}
+
+/// The PostgreSQL settings of a `db` command; a config on redb is an error that says what to set.
+fn pg_options(cfg: &Config, command: &str) -> anyhow::Result<gatehouse_store::postgres::PgOptions> {
+    if cfg.store.backend != crate::config::StoreBackend::Postgres {
+        anyhow::bail!("`{command}` works on PostgreSQL: set [store] backend = \"postgres\" in the config (on redb, see `gatehouse audit`)");
+    }
+    crate::app::Backend::pg_options(cfg)
 }
 
 fn unreachable_serve() -> anyhow::Result<i32> {

@@ -34,6 +34,7 @@ const ENV_KEYS: &[&str] = &[
     "chat",
     "upstream",
     "metrics",
+    "store",
 ];
 
 #[derive(Debug, Clone, Deserialize)]
@@ -58,6 +59,7 @@ pub struct Config {
     pub plugins: PluginsConfig,
     pub webhooks: WebhooksConfig,
     pub metrics: MetricsConfig,
+    pub store: StoreConfig,
 }
 
 impl Default for Config {
@@ -101,6 +103,52 @@ impl Default for Config {
             plugins: PluginsConfig::default(),
             webhooks: WebhooksConfig::default(),
             metrics: MetricsConfig::default(),
+            store: StoreConfig::default(),
+        }
+    }
+}
+
+/// Which store the host keeps its state in.
+#[derive(Debug, Clone, Copy, Deserialize, Serialize, PartialEq, Eq, Default)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreBackend {
+    /// One file under `data_dir`: one host.
+    #[default]
+    Redb,
+    /// A PostgreSQL database shared by a fleet of hosts.
+    Postgres,
+}
+
+/// `[store]`: where state lives. The PostgreSQL URL (it may carry a
+/// password) is read from the environment variable `url_env` names, never
+/// from the file.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct StoreConfig {
+    pub backend: StoreBackend,
+    /// Environment variable holding `postgres://user:password@host:port/db?sslmode=…`.
+    pub url_env: String,
+    /// Connections this host keeps open to PostgreSQL.
+    pub pool_size: usize,
+    /// PEM file of the CA that signed PostgreSQL's certificate; without it, the system's roots.
+    pub ca_file: Option<PathBuf>,
+}
+
+impl Default for StoreConfig {
+    fn default() -> Self {
+        StoreConfig { backend: StoreBackend::Redb, url_env: "GATEHOUSE_DATABASE_URL".into(), pool_size: 16, ca_file: None }
+    }
+}
+
+impl StoreConfig {
+    /// The PostgreSQL URL from the environment variable the config names.
+    pub fn database_url(&self) -> Result<String, String> {
+        match std::env::var(&self.url_env) {
+            Ok(url) if !url.trim().is_empty() => Ok(url),
+            _ => Err(format!(
+                "store.url_env: environment variable {} is not set; put the PostgreSQL URL there (never in the file)",
+                self.url_env
+            )),
         }
     }
 }
@@ -583,6 +631,19 @@ impl Config {
         if self.server.max_body_bytes < 300 * 1024 {
             return Err("server.max_body_bytes: must be at least 307200 so a 256 KB message fits".into());
         }
+        if self.store.backend == StoreBackend::Postgres {
+            if self.store.url_env.trim().is_empty() {
+                return Err("store.url_env: name the environment variable that holds the PostgreSQL URL".into());
+            }
+            if !(1..=1000).contains(&self.store.pool_size) {
+                return Err("store.pool_size: between 1 and 1000 connections".into());
+            }
+            if let Some(ca) = &self.store.ca_file
+                && !ca.is_file()
+            {
+                return Err(format!("store.ca_file: {} is not a file", ca.display()));
+            }
+        }
         match (&self.webhooks.retry_delays_secs, &self.webhooks.retry_delays_ms) {
             (Some(_), Some(_)) => return Err("webhooks: set retry_delays_secs or retry_delays_ms, not both".into()),
             (Some(d), None) | (None, Some(d)) if d.is_empty() => {
@@ -730,6 +791,30 @@ mod tests {
         assert!(!key.matches("scrape-0123456789abcdefghijklmnopqrstuvwxyZ"));
         assert_eq!(format!("{key:?}"), "ScrapeKey(***)");
         assert!(Config::load(Some(write("").path())).expect("no scrape key").metrics.scrape_key.is_none());
+    }
+
+    #[test]
+    fn the_store_section_names_the_backend_and_where_the_url_comes_from() {
+        let c = Config::load(Some(write("").path())).expect("defaults");
+        assert_eq!(c.store.backend, StoreBackend::Redb);
+        assert_eq!(c.store.url_env, "GATEHOUSE_DATABASE_URL");
+        let f = write("[store]\nbackend = \"postgres\"\nurl_env = \"GATEHOUSE_TEST_SURELY_UNSET_DB_URL\"\npool_size = 4\n");
+        let c = Config::load(Some(f.path())).expect("valid");
+        assert_eq!((c.store.backend, c.store.pool_size), (StoreBackend::Postgres, 4));
+        let msg = c.store.database_url().expect_err("unset variable");
+        assert!(msg.contains("GATEHOUSE_TEST_SURELY_UNSET_DB_URL"), "{msg}");
+        // The URL itself is not a config key: it would put a password in the file.
+        let msg = Config::load(Some(write("[store]\nurl = \"postgres://x\"\n").path())).expect_err("url in the file").to_string();
+        assert!(msg.contains("url"), "{msg}");
+        for (toml, key) in [
+            ("[store]\nbackend = \"postgres\"\npool_size = 0\n", "store.pool_size"),
+            ("[store]\nbackend = \"postgres\"\nurl_env = \"\"\n", "store.url_env"),
+            ("[store]\nbackend = \"postgres\"\nca_file = \"/nonexistent/ca.pem\"\n", "store.ca_file"),
+            ("[store]\nbackend = \"mysql\"\n", "backend"),
+        ] {
+            let msg = Config::load(Some(write(toml).path())).expect_err(key).to_string();
+            assert!(msg.contains(key), "{msg}");
+        }
     }
 
     #[test]

@@ -9,10 +9,10 @@ use tokio::net::TcpListener;
 use crate::app::AppState;
 use crate::bootstrap::{self, Bootstrap};
 use crate::config::Config;
-use gatehouse_store::redb::RedbStore;
 
 mod idle;
 pub mod peers;
+mod waiting;
 
 /// Run the server until SIGTERM or SIGINT, then drain and flush. `bundled` are
 /// the components built into the binary (`gatehouse_bundled::BUNDLED`).
@@ -20,8 +20,18 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>, bundle
     let started = Instant::now();
     catch_file_size_signal();
     let receipts = Arc::new(gatehouse_store::receipts::Signer25519::load_or_create(&config.data_dir)?);
-    let store = Arc::new(RedbStore::open_with(&config.data_dir, config.durable_writes, Some(receipts.clone()))?);
-    match bootstrap::ensure_admin(store.as_ref()).await? {
+    let listener = TcpListener::bind(config.listen).await.map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
+    let backend = waiting::open_store(&config, receipts.clone(), &listener).await?;
+    let store_dyn: Arc<dyn gatehouse_store::Store> = backend.store();
+    let bootstrapped = match bootstrap::ensure_admin(store_dyn.as_ref()).await {
+        // Hosts of a fleet starting at once with the same bootstrap key: one
+        // registers it, the others find its hash taken; they now find an admin key.
+        Err(e) if matches!(e.downcast_ref::<gatehouse_store::StoreError>(), Some(gatehouse_store::StoreError::Conflict(_))) => {
+            bootstrap::ensure_admin(store_dyn.as_ref()).await?
+        }
+        other => other?,
+    };
+    match bootstrapped {
         Bootstrap::Generated(secret) => {
             // Shown once, on the terminal only: never through the logger.
             eprintln!(
@@ -31,10 +41,8 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>, bundle
         }
         Bootstrap::FromEnvironment | Bootstrap::AlreadyInitialised => {}
     }
-    let listener = TcpListener::bind(config.listen).await.map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
     let addr = listener.local_addr()?;
     let grace = Duration::from_millis(config.server.shutdown_grace_ms);
-    let store_dyn: Arc<dyn gatehouse_store::Store> = store.clone();
     let targets = crate::chat::providers::targets(&config)?;
     config.plugins.check_secrets().map_err(|e| anyhow::anyhow!(e))?;
     crate::metrics::get().configure_models(&config);
@@ -45,16 +53,22 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>, bundle
         &config.plugins,
         &config.data_dir,
         bundled,
-        crate::plugin_audit::AuditSink::start(store.clone()),
+        crate::plugin_audit::AuditSink::start(store_dyn.clone()),
     )?;
     let config_swap = Arc::new(ArcSwap::from_pointee(config.clone()));
     let adapters: Arc<dyn crate::chat::providers::PluginSource> =
         Arc::new(crate::chat::adapters::plugins::RuntimeAdapters { runtime: plugins.clone(), config: config_swap.clone() });
     let knowledge = crate::chat::adapters::knowledge::Knowledge::new(plugins.clone(), config_swap.clone());
     knowledge.seed_folders()?;
-    let webhooks = crate::webhooks::Webhooks::start(store.clone(), config_swap.clone()).await?;
+    let webhooks = crate::webhooks::Webhooks::start_with(
+        backend.webhook_store(),
+        store_dyn.clone(),
+        config_swap.clone(),
+        Arc::new(crate::webhooks::ssrf::SystemLookup),
+    )
+    .await?;
     let sweeper = crate::chat::idempotency::spawn_sweeper(store_dyn.clone());
-    let limiter = Arc::new(crate::auth::limits::Limiter::new(store_dyn.clone()));
+    let limiter = Arc::new(backend.limiter());
     let chat = crate::chat::deps::ChatDeps::new(crate::chat::deps::Deps {
         config: config_swap.clone(),
         targets: Arc::new(ArcSwap::from_pointee(targets)),
@@ -125,7 +139,7 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>, bundle
     }
     webhooks.shutdown().await;
     sweeper.abort();
-    store.flush().await?;
+    backend.flush().await?;
     tracing::info!("storage flushed; bye");
     Ok(())
 }

@@ -8,7 +8,11 @@
 # ratios B/A. A fresh binary compiles its plugins on its first start (and compresses them into the
 # compile cache in the background), so one unmeasured start of each comes first.
 #
-#   bash tests/bench/ab.sh [--runs 6] [--secs 8] [--rate R] A_BINARY B_BINARY
+#   bash tests/bench/ab.sh [--runs 6] [--secs 8] [--rate R] [--plugins-a DIR] [--plugins-b DIR] A_BINARY B_BINARY
+#
+# --plugins-a/--plugins-b DIR copy DIR's *.wasm components into that binary's watched plugin folder
+# before each start, so they replace the bundled ones of the same name: the same binary with one
+# plugin from another commit tells how much of a difference that plugin makes.
 #
 # With --rate R the measured phase is `oha -q R --latency-correction` instead (latency from the
 # scheduled send time): each run also prints the answer time's p50 and p99, and the summary gives each
@@ -21,16 +25,18 @@
 # results: docs/benchmarks.md#paired-runs.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-runs=6 secs=8 rate=""
+runs=6 secs=8 rate="" plugins_a="" plugins_b=""
 while [ $# -gt 2 ]; do
   case "$1" in
     --runs) runs="$2"; shift 2 ;;
     --secs) secs="$2"; shift 2 ;;
     --rate) rate="$2"; shift 2 ;;
+    --plugins-a) plugins_a="$(realpath "$2")"; shift 2 ;;
+    --plugins-b) plugins_b="$(realpath "$2")"; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
-[ $# -eq 2 ] || { echo "usage: $0 [--runs N] [--secs S] [--rate R] A_BINARY B_BINARY" >&2; exit 2; }
+[ $# -eq 2 ] || { echo "usage: $0 [--runs N] [--secs S] [--rate R] [--plugins-a DIR] [--plugins-b DIR] A_BINARY B_BINARY" >&2; exit 2; }
 a="$(realpath "$1")" b="$(realpath "$2")"
 oha="$(command -v oha || echo "$root/target/bench-tools/bin/oha")"
 [ -x "$oha" ] || cargo install oha --locked --version 1.16.0 --root "$root/target/bench-tools" >&2
@@ -46,6 +52,7 @@ body="$(chat_body false)"
 one() {
   local work port gh cpu0 cpu1 reqs rps p50 p99
   work="$(mktemp -d -t gatehouse-ab-XXXX)"
+  if [ -n "$3" ]; then mkdir -p "$work/data/plugins" && cp "$3"/*.wasm "$work/data/plugins/"; fi
   start_gatehouse "$1" "$work" true
   load() {
     taskset -c 0 "$oha" --no-tui -z "$1" -c 64 "${@:2}" -m POST -H "authorization: Bearer $key" -H 'content-type: application/json' \
@@ -77,14 +84,14 @@ print(int(r["summary"]["requestsPerSec"]), ok, "%.3f" % (p["p50"] * 1000), "%.3f
   rm -rf "$work"
 }
 
-one "$a" 0
-one "$b" 0
+one "$a" 0 "$plugins_a"
+one "$b" 0 "$plugins_b"
 declare -a ca cb la lb
 for i in $(seq 1 "$runs"); do
   if [ $((i % 2)) -eq 1 ]; then order="a b"; else order="b a"; fi
   for which in $order; do
-    bin="$a"; [ "$which" = b ] && bin="$b"
-    read -r rps cpu p50 p99 < <(one "$bin" "$secs")
+    bin="$a" plugins="$plugins_a"; [ "$which" = b ] && bin="$b" plugins="$plugins_b"
+    read -r rps cpu p50 p99 < <(one "$bin" "$secs" "$plugins")
     if [ -n "$rate" ]; then
       printf 'run %d  %s  %6s rps  %4s µs/request  p50 %s ms  p99 %s ms\n' "$i" "$which" "$rps" "$cpu" "$p50" "$p99"
     else

@@ -3,12 +3,14 @@
 //! One binary per file meant 23 compilations of the same reqwest, tokio and
 //! serde code and 23 links; one binary compiles and links that once. Each file
 //! stays a module under its own name, so `cargo test -p gatehouse-tests --test
-//! suite -- chat::` runs one file. Four files stay binaries of their own (see
+//! suite -- chat::` runs one file. Five files stay binaries of their own (see
 //! `tests/Cargo.toml`): `tenant_abuse` measures latency and must not share the
-//! machine with other tests, `crash_safety` SIGKILLs servers under load, and
+//! machine with other tests, `crash_safety` SIGKILLs servers under load, `fleet` runs three hosts on a
+//! throwaway PostgreSQL that it stops and restarts, and
 //! `plugin_runtime` and `fuzz_corpora` link the host in-process (so this
 //! binary need not be rebuilt when only `host/src` changes; `plugin_runtime`
-//! also times deadlines that other tests' load would stretch).
+//! also times deadlines that other tests' load would stretch), and `console`
+//! drives a browser (its machine needs chromium and chromedriver).
 //!
 //! A new file in this folder must be added here (or to `tests/Cargo.toml`):
 //! `every_test_file_is_compiled` fails otherwise.
@@ -59,7 +61,7 @@ mod upstream_tls;
 mod webhooks;
 
 /// Test files that are binaries of their own (`[[test]]` in `tests/Cargo.toml`).
-const OWN_BINARIES: &[&str] = &["crash_safety", "fuzz_corpora", "plugin_runtime", "tenant_abuse"];
+const OWN_BINARIES: &[&str] = &["console", "crash_safety", "fuzz_corpora", "plugin_runtime", "tenant_abuse"];
 
 #[test]
 fn every_test_file_is_compiled() {

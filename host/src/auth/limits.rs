@@ -6,6 +6,14 @@
 //! replays do not. Day and month counts are persisted (they ride along with
 //! the next group commit, which is no later than the commit of the request's
 //! outcome; no commit of their own) and read back after a restart.
+//!
+//! On a fleet store ([`FleetLimiter`], PostgreSQL) every window is counted
+//! in the database instead, in one atomic step per request shared by every
+//! host (docs/decisions/fleet-limits.md): with limit L and requests spread
+//! over the hosts, exactly L are admitted per window, and the first refusal
+//! is reported once for the whole fleet. The in-memory counters then serve
+//! only while the database cannot be reached (each host counting on its own,
+//! as a single host would).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -14,6 +22,7 @@ use chrono::{DateTime, Datelike, Duration, TimeZone, Utc};
 
 use crate::config::RateLimits;
 use gatehouse_store::Store;
+use gatehouse_store::fleet::{FleetLimiter, LimitWindow, Take};
 use gatehouse_store::model::LimitOverrides;
 
 /// Which set of limits a route counts against.
@@ -152,6 +161,8 @@ enum Mode {
 /// Per-key counters for both bucket sets.
 pub struct Limiter {
     store: Arc<dyn Store>,
+    /// Counts shared by a fleet; `None` on a single host's store.
+    fleet: Option<Arc<dyn FleetLimiter>>,
     /// By key id, then by bucket set ([`BucketSet::slot`]).
     counters: Mutex<HashMap<String, [Buckets; 2]>>,
 }
@@ -183,7 +194,86 @@ impl BucketSet {
 
 impl Limiter {
     pub fn new(store: Arc<dyn Store>) -> Self {
-        Limiter { store, counters: Mutex::new(HashMap::new()) }
+        Limiter { store, fleet: None, counters: Mutex::new(HashMap::new()) }
+    }
+
+    /// A limiter whose counts are the fleet's (`fleet`), with in-memory
+    /// counters for when the database cannot be reached.
+    pub fn fleet(store: Arc<dyn Store>, fleet: Arc<dyn FleetLimiter>) -> Self {
+        Limiter { store, fleet: Some(fleet), counters: Mutex::new(HashMap::new()) }
+    }
+
+    /// The fleet's name of a window starting at `start` (every window, not only the persisted ones).
+    fn fleet_window_key(set: BucketSet, w: Window, start: DateTime<Utc>) -> String {
+        let tag = set.tag();
+        match w {
+            Window::Minute => format!("{tag}:n:{}", start.format("%Y-%m-%dT%H:%M")),
+            Window::Hour => format!("{tag}:h:{}", start.format("%Y-%m-%dT%H")),
+            Window::Day | Window::Month => Self::window_key(set, w, start),
+        }
+    }
+
+    /// The decision on the fleet's counts; `None` if the database did not
+    /// answer (the caller then counts in memory).
+    fn apply_fleet(
+        &self,
+        fleet: &Arc<dyn FleetLimiter>,
+        set: BucketSet,
+        key_id: &str,
+        limits: RateLimits,
+        now: DateTime<Utc>,
+        mode: Mode,
+    ) -> Option<Decision> {
+        let windows: &[Window] = if mode == Mode::RatesOnly { &[Window::Minute, Window::Hour] } else { &Window::ALL };
+        let spans: Vec<(Window, DateTime<Utc>)> = windows.iter().map(|w| (*w, w.bounds(now).1)).collect();
+        let asked: Vec<LimitWindow> = windows
+            .iter()
+            .map(|w| {
+                let (start, ends_at) = w.bounds(now);
+                LimitWindow { id: Self::fleet_window_key(set, *w, start), ends_at, limit: w.limit(&limits) }
+            })
+            .collect();
+        let take = match mode {
+            Mode::Count => Take::Count,
+            Mode::Peek => Take::Peek,
+            Mode::RatesOnly => Take::Rates,
+        };
+        let taken = match block_on(fleet.take_limits(key_id, &asked, take))? {
+            Ok(t) => t,
+            Err(e) => {
+                tracing::warn!(error = %e, "the fleet's limit counts could not be read; counting on this host until the database answers");
+                return None;
+            }
+        };
+        if mode == Mode::RatesOnly {
+            return Some(Decision { allowed: true, limit: 0, remaining: 0, reset: 0, exceeded: None });
+        }
+        if let Some(i) = taken.exceeded.filter(|_| !taken.allowed) {
+            let (w, next) = spans[i];
+            crate::metrics::get()
+                .rate_limit_hits
+                .get_or_create(&crate::metrics::LimitLabel { bucket: set.tag().to_owned(), window: w.name().to_owned() })
+                .inc();
+            let limit = w.limit(&limits);
+            let retry = (next - now).num_seconds().max(1) as u64;
+            return Some(Decision {
+                allowed: false,
+                limit,
+                remaining: 0,
+                reset: next.timestamp(),
+                exceeded: Some(Exceeded { window: w, limit, reset_at: next, retry_after_secs: retry, first: taken.first }),
+            });
+        }
+        let mut tightest: Option<(u64, u64, i64)> = None;
+        for ((w, next), count) in spans.iter().zip(&taken.counts) {
+            let limit = w.limit(&limits);
+            let remaining = limit.saturating_sub(*count);
+            if tightest.is_none_or(|(_, r, _)| remaining < r) {
+                tightest = Some((limit, remaining, next.timestamp()));
+            }
+        }
+        let (limit, remaining, reset) = tightest.unwrap_or((0, 0, 0));
+        Some(Decision { allowed: true, limit, remaining, reset, exceeded: None })
     }
 
     /// The store's name of a persisted window starting at `start`.
@@ -217,6 +307,15 @@ impl Limiter {
     }
 
     fn apply(&self, set: BucketSet, key_id: &str, limits: RateLimits, now: DateTime<Utc>, mode: Mode) -> Decision {
+        // A store that reports its database away (its probe says so within
+        // a second) is not waited on: each request would wait out the pool's
+        // timeout first.
+        if let Some(fleet) = &self.fleet
+            && self.store.healthy()
+            && let Some(d) = self.apply_fleet(fleet, set, key_id, limits, now, mode)
+        {
+            return d;
+        }
         let bounds = Window::ALL.map(|w| w.bounds(now));
         let mut map = self.counters.lock().unwrap_or_else(|p| p.into_inner());
         if !map.contains_key(key_id) {
@@ -236,7 +335,9 @@ impl Limiter {
                 }
             }
         }
-        if !to_load.is_empty() {
+        // On a fleet the persisted counts are the fleet's (not kept by
+        // `count_quota`): this host counts from zero until the database answers.
+        if !to_load.is_empty() && self.fleet.is_none() {
             let names: Vec<String> = to_load.iter().map(|i| buckets.persisted[i - 2].clone()).collect();
             let loaded = self.store.quota_counts(key_id, &names).unwrap_or_else(|e| {
                 tracing::error!(error = %e, "reading quota counters failed; counting from zero");
@@ -284,13 +385,25 @@ impl Limiter {
             }
         }
         // The day and month counts ride along with the next group commit.
-        if mode == Mode::Count {
+        if mode == Mode::Count && self.fleet.is_none() {
             self.store.count_quota(key_id, &buckets.persisted);
         }
         drop(map);
         let (limit, remaining, reset) = tightest.unwrap_or((0, 0, 0));
         Decision { allowed: true, limit, remaining, reset, exceeded: None }
     }
+}
+
+/// Wait for `f` from the limiter's synchronous callers. The fleet's count
+/// is a database round trip: the worker thread hands its other tasks to
+/// the runtime while it waits (`block_in_place`). `None` where that is not
+/// possible (a single-threaded runtime, or none).
+fn block_on<F: std::future::Future>(f: F) -> Option<F::Output> {
+    let handle = tokio::runtime::Handle::try_current().ok()?;
+    if handle.runtime_flavor() != tokio::runtime::RuntimeFlavor::MultiThread {
+        return None;
+    }
+    Some(tokio::task::block_in_place(|| handle.block_on(f)))
 }
 
 #[cfg(test)]
@@ -378,6 +491,72 @@ mod tests {
         assert_eq!(Limiter::window_key(BucketSet::Chat, Window::Month, t), "chat:m:2026-01");
         assert_eq!(Limiter::window_key(BucketSet::AdminRead, Window::Day, t), "admin:d:2026-01-05");
         assert_eq!(Limiter::window_key(BucketSet::Chat, Window::Minute, t), "");
+    }
+
+    #[test]
+    fn fleet_windows_are_named_by_bucket_set_kind_and_start() {
+        let t = Utc.with_ymd_and_hms(2026, 1, 5, 23, 59, 59).single().expect("time");
+        let name = |set, w: Window| Limiter::fleet_window_key(set, w, w.bounds(t).0);
+        assert_eq!(name(BucketSet::Chat, Window::Minute), "chat:n:2026-01-05T23:59");
+        assert_eq!(name(BucketSet::Chat, Window::Hour), "chat:h:2026-01-05T23");
+        assert_eq!(name(BucketSet::AdminRead, Window::Day), "admin:d:2026-01-05");
+        assert_eq!(name(BucketSet::Chat, Window::Month), "chat:m:2026-01");
+    }
+
+    /// A fleet store whose answers the test sets.
+    struct FakeFleet {
+        answer: Mutex<Option<gatehouse_store::fleet::Taken>>,
+        asked: Mutex<Vec<(Vec<String>, Take)>>,
+    }
+
+    #[async_trait::async_trait]
+    impl FleetLimiter for FakeFleet {
+        async fn take_limits(
+            &self,
+            _key: &str,
+            windows: &[LimitWindow],
+            mode: Take,
+        ) -> gatehouse_store::StoreResult<gatehouse_store::fleet::Taken> {
+            self.asked.lock().expect("lock").push((windows.iter().map(|w| w.id.clone()).collect(), mode));
+            self.answer.lock().expect("lock").clone().ok_or_else(|| gatehouse_store::StoreError::Backend("PostgreSQL unreachable".into()))
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn on_a_fleet_the_database_decides_and_an_unreachable_one_leaves_counting_to_the_host() {
+        use gatehouse_store::fleet::Taken;
+        let dir = tempfile::tempdir().expect("tmp");
+        let store: Arc<dyn Store> = Arc::new(gatehouse_store::redb::RedbStore::open(dir.path(), false).expect("open"));
+        let fake = Arc::new(FakeFleet { answer: Mutex::new(None), asked: Mutex::new(Vec::new()) });
+        let l = Limiter::fleet(store, fake.clone());
+        let limits = RateLimits { per_minute: 2, per_hour: 100, per_day: 5, per_month: 1000 };
+        let t = Utc.with_ymd_and_hms(2026, 11, 25, 10, 0, 10).single().expect("time");
+        *fake.answer.lock().expect("lock") = Some(Taken { counts: vec![0, 1, 4, 1], allowed: true, exceeded: None, first: false });
+        let d = l.check(BucketSet::Chat, "k1", limits, t);
+        assert_eq!((d.allowed, d.limit, d.remaining), (true, 5, 1), "the day, one left, is the tightest");
+        *fake.answer.lock().expect("lock") = Some(Taken { counts: vec![1, 1, 5, 1], allowed: false, exceeded: Some(2), first: true });
+        let x = l.peek(BucketSet::Chat, "k1", limits, t).exceeded.expect("refused");
+        assert_eq!((x.window, x.limit, x.first), (Window::Day, 5, true), "the fleet's first refusal is reported");
+        l.count_rates(BucketSet::Chat, "k1", t);
+        let asked = fake.asked.lock().expect("lock").clone();
+        assert_eq!(
+            asked[0],
+            (
+                vec!["chat:n:2026-11-25T10:00".into(), "chat:h:2026-11-25T10".into(), "chat:d:2026-11-25".into(), "chat:m:2026-11".into()],
+                Take::Count
+            )
+        );
+        assert_eq!(asked[1].1, Take::Peek);
+        assert_eq!(
+            asked[2],
+            (vec!["chat:n:2026-11-25T10:00".into(), "chat:h:2026-11-25T10".into()], Take::Rates),
+            "rates: minute and hour only"
+        );
+        // The database away: the host counts on its own (per minute here).
+        *fake.answer.lock().expect("lock") = None;
+        assert!(l.check(BucketSet::Chat, "k2", limits, t).allowed);
+        assert!(l.check(BucketSet::Chat, "k2", limits, t).allowed);
+        assert_eq!(l.check(BucketSet::Chat, "k2", limits, t).exceeded.expect("local minute").window, Window::Minute);
     }
 
     #[test]

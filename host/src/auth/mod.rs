@@ -47,6 +47,17 @@ impl AuthContext {
     pub fn is_admin(&self) -> bool {
         self.key.admin
     }
+
+    /// The group a tenant admin key administers (`None` for every other key).
+    pub fn tenant_group(&self) -> Option<&str> {
+        if self.key.tenant_admin && !self.key.admin { self.key.group_id.as_deref() } else { None }
+    }
+
+    /// May this key administer `group`'s tenant routes? Admins any group,
+    /// a tenant admin only its own.
+    pub fn may_administer(&self, group: &str) -> bool {
+        self.is_admin() || self.tenant_group() == Some(group)
+    }
 }
 
 /// Does the request carry the configured scrape key? Anything else goes on to
@@ -119,6 +130,25 @@ impl<S: Send + Sync> FromRequestParts<S> for Admin {
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
         let Authed(ctx) = Authed::from_request_parts(parts, state).await?;
         if ctx.is_admin() { Ok(Admin(ctx)) } else { Err(ErrorFormat::for_path(parts.uri.path()).forbidden()) }
+    }
+}
+
+/// An admin key or a tenant admin key (role `tenant_admin`), for the routes a
+/// tenant admin may call for its own group; the handler checks the group with
+/// [`AuthContext::may_administer`]. Any other key gets 403.
+#[derive(Debug, Clone)]
+pub struct AdminOrTenant(pub AuthContext);
+
+impl<S: Send + Sync> FromRequestParts<S> for AdminOrTenant {
+    type Rejection = Response;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let Authed(ctx) = Authed::from_request_parts(parts, state).await?;
+        if ctx.is_admin() || ctx.tenant_group().is_some() {
+            Ok(AdminOrTenant(ctx))
+        } else {
+            Err(ErrorFormat::for_path(parts.uri.path()).forbidden())
+        }
     }
 }
 

@@ -22,7 +22,17 @@
 //! * Deliveries of a disabled endpoint are cancelled as they come due, a
 //!   bounded batch per commit.
 //! * Workers start at boot for every enabled endpoint and every endpoint with
-//!   pending deliveries, and when an endpoint is created or re-enabled.
+//!   pending deliveries, and when an endpoint is created or re-enabled; a
+//!   look at the store every `RESCAN_EVERY` starts the workers of endpoints
+//!   another host of a fleet created.
+//! * **One owner per endpoint.** Several hosts of a fleet run a worker for
+//!   each endpoint; only the one holding the endpoint's lease
+//!   (`WebhookStore::lease_endpoint`, renewed while it works) reads its
+//!   cursor and due deliveries and sends. A host that dies stops renewing;
+//!   when the lease lapses (`LEASE`) another host's worker takes it and
+//!   carries on from the stored cursor: what the dead host had in flight is
+//!   sent again, with the same delivery ids (at least once). On redb every
+//!   lease is granted (one host, one dispatcher).
 //!
 //! Nothing here runs on a request's task: an API request at most commits an
 //! outbox row (chat path) or a delivery row (test route).
@@ -54,6 +64,11 @@ const ERROR_BACKOFF: Duration = Duration::from_secs(1);
 const RECORD_LINGER: Duration = Duration::from_millis(20);
 /// Most outcomes (or cancellations) per commit.
 const RECORD_BATCH: usize = 256;
+/// How long an endpoint's lease lasts unless renewed: the longest a dead
+/// host's deliveries wait for another host. Renewed every third of it.
+pub const LEASE: Duration = Duration::from_secs(10);
+/// How often the store is read for endpoints without a worker here.
+const RESCAN_EVERY: Duration = Duration::from_secs(2);
 
 /// Header names (docs/api.md#what-a-receiver-gets).
 pub const HEADER_EVENT: &str = "X-Gatehouse-Event";
@@ -78,6 +93,14 @@ struct Shared {
     workers: Mutex<HashMap<String, Worker>>,
     stop: watch::Sender<bool>,
     recorder: mpsc::Sender<Record>,
+    /// This dispatcher's name in endpoint leases: unique per process.
+    owner: String,
+}
+
+/// A name no other dispatcher has: the process id (to find the host in the
+/// database while debugging) and a random part (process ids repeat across machines).
+fn owner_name() -> String {
+    format!("pid-{}-{:016x}", std::process::id(), rand::random::<u64>())
 }
 
 fn settings(config: &ArcSwap<Config>) -> WebhooksConfig {
@@ -109,7 +132,8 @@ impl Dispatcher {
             .map_err(|e| anyhow::anyhow!("cannot build the webhook HTTP client: {e}"))?;
         let (stop, _) = watch::channel(false);
         let (recorder, records) = mpsc::channel(RECORD_BATCH * 4);
-        let shared = Arc::new(Shared { store, outbox, config, client, workers: Mutex::new(HashMap::new()), stop, recorder });
+        let shared =
+            Arc::new(Shared { store, outbox, config, client, workers: Mutex::new(HashMap::new()), stop, recorder, owner: owner_name() });
         #[expect(
             clippy::disallowed_methods,
             reason = "the recorder stops on `stop`, which `Dispatcher::shutdown` sends and then waits out"
@@ -124,6 +148,8 @@ impl Dispatcher {
         for ep in start {
             shared.kick(&ep);
         }
+        #[expect(clippy::disallowed_methods, reason = "the rescan stops on `stop`, which `Dispatcher::shutdown` sends")]
+        tokio::spawn(rescan(shared.clone()));
         Ok(Dispatcher { shared })
     }
 
@@ -209,6 +235,68 @@ impl Shared {
     }
 }
 
+/// Start a worker for every endpoint that is enabled or has pending
+/// deliveries and has none here: endpoints created, re-enabled or given a
+/// test delivery through another host of a fleet (that host kicked its own
+/// worker only). A worker already running is not woken.
+async fn rescan(shared: Arc<Shared>) {
+    let mut stop = shared.stop.subscribe();
+    let mut tick = tokio::time::interval(RESCAN_EVERY);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    loop {
+        tokio::select! {
+            _ = tick.tick() => {}
+            _ = stop.changed() => return,
+        }
+        let enabled = match shared.store.list_endpoints().await {
+            Ok(eps) => eps.into_iter().filter(|e| e.enabled).map(|e| e.id),
+            Err(e) => {
+                tracing::debug!(error = %e, "listing webhook endpoints failed; trying again at the next rescan");
+                continue;
+            }
+        };
+        let pending = shared.store.endpoints_with_pending().await.unwrap_or_default();
+        for id in enabled.chain(pending) {
+            if shared.kicks(&id).is_none() {
+                shared.kick(&id);
+            }
+        }
+    }
+}
+
+/// The worker's hold on its endpoint's lease.
+struct Lease {
+    /// When it was last taken or renewed; `None` while another owner holds it.
+    renewed: Option<Instant>,
+}
+
+impl Lease {
+    /// Take or renew the lease when a third of it has passed; true while this worker owns the endpoint.
+    async fn hold(&mut self, shared: &Shared, endpoint_id: &str) -> bool {
+        if self.renewed.is_some_and(|t| t.elapsed() < LEASE / 3) {
+            return true;
+        }
+        match shared.store.lease_endpoint(endpoint_id, &shared.owner, LEASE).await {
+            Ok(true) => {
+                if self.renewed.is_none() {
+                    tracing::debug!(endpoint = %endpoint_id, "took the lease on a webhook endpoint's deliveries");
+                }
+                self.renewed = Some(Instant::now());
+                true
+            }
+            Ok(false) => {
+                self.renewed = None;
+                false
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, endpoint = %endpoint_id, "renewing a webhook endpoint's lease failed");
+                // Still ours until it lapses; after that another host may take it.
+                self.renewed.is_some_and(|t| t.elapsed() < LEASE)
+            }
+        }
+    }
+}
+
 /// What a worker decided to do next.
 struct Plan {
     /// Wake at this time (a retry comes due, or more work right away).
@@ -230,12 +318,17 @@ async fn worker(shared: Arc<Shared>, endpoint_id: String, notify: Arc<Notify>) {
     // does not throttle the endpoint.
     let max = settings(&shared.config).max_in_flight_per_endpoint.max(1);
     let slots = Arc::new(Semaphore::new(max));
+    let mut lease = Lease { renewed: None };
     loop {
         if *stop.borrow() {
             return;
         }
         let cfg = settings(&shared.config);
         let plan = match shared.store.get_endpoint(&endpoint_id).await {
+            // Another host's dispatcher owns the endpoint: look again when its lease could have lapsed.
+            Ok(Some(ep)) if ep.enabled && !lease.hold(&shared, &endpoint_id).await => {
+                Plan { wake_at: Some(Utc::now() + chrono::Duration::from_std(LEASE / 3).unwrap_or_default()) }
+            }
             Ok(Some(ep)) if ep.enabled => {
                 // Re-enabling moves the stored cursor past what was fired meanwhile.
                 match shared.store.endpoint_cursor(&endpoint_id).await {
@@ -274,7 +367,11 @@ async fn worker(shared: Arc<Shared>, endpoint_id: String, notify: Arc<Notify>) {
                 Plan { wake_at: Some(Utc::now() + chrono::Duration::seconds(1)) }
             }
         };
-        let wait = plan.wake_at.map(|t| (t - Utc::now()).to_std().unwrap_or(Duration::ZERO));
+        let mut wait = plan.wake_at.map(|t| (t - Utc::now()).to_std().unwrap_or(Duration::ZERO));
+        if lease.renewed.is_some() {
+            // Wake in time to renew the lease, even with nothing to do.
+            wait = Some(wait.map_or(LEASE / 3, |w| w.min(LEASE / 3)));
+        }
         tokio::select! {
             _ = notify.notified() => {}
             Some(done) = in_flight.join_next_with_id(), if !in_flight.is_empty() => {

@@ -68,6 +68,11 @@ pub struct ApiKeyRecord {
     pub prefix: String,
     #[serde(default)]
     pub admin: bool,
+    /// A tenant's administrator (role `tenant_admin`, with a `group_id`): the
+    /// tenant-policy routes of its own group and that group's usage, no
+    /// other admin route. Never together with `admin`.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub tenant_admin: bool,
     /// The tenant the key acts for; its default policy applies (source `group`).
     #[serde(default)]
     pub group_id: Option<String>,

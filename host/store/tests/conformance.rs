@@ -50,6 +50,7 @@ fn key(id: &str, user_id: &str, secret: &str, admin: bool) -> ApiKeyRecord {
         created_at: Utc::now(),
         revoked_at: None,
         suspended_at: None,
+        tenant_admin: false,
     }
 }
 
@@ -327,6 +328,9 @@ mod cases {
                 usage: Some(UsageDelta {
                     user_id: "usr_a".into(),
                     key_id: format!("key_{i}"),
+                    group_id: None,
+                    model: "echo/test".into(),
+                    request_id: format!("req-{i}"),
                     prompt_tokens: tokens.0,
                     completion_tokens: tokens.1,
                 }),

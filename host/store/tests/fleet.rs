@@ -13,6 +13,7 @@ use std::time::{Duration, Instant};
 
 use chrono::Utc;
 use gatehouse_store::audit::{Audit, category, kind};
+use gatehouse_store::fleet::{FleetLimiter, LimitWindow, Take, Taken};
 use gatehouse_store::model::{ApiKeyRecord, AuditEntry, User};
 use gatehouse_store::postgres::{KEY_CACHE_TTL, PgOptions, PgStore, migrate, migrate_database};
 use gatehouse_store::records::{Claim, IdempotencyRecord, IdempotencyState, OutboxEvent, RequestOutcome, UsageDelta, UsageTotals};
@@ -41,6 +42,7 @@ fn key(id: &str, secret: &str) -> ApiKeyRecord {
         created_at: Utc::now(),
         revoked_at: None,
         suspended_at: None,
+        tenant_admin: false,
     }
 }
 
@@ -62,22 +64,22 @@ async fn wait_listening(s: &PgStore) {
 async fn hosts_starting_at_once_migrate_once_and_a_newer_schema_is_refused(pg: &TempPostgres) {
     // The CLI's migration of a fresh database, then of one already there.
     let fresh = pg.create_database("migrate_command");
+    let latest = gatehouse_store::postgres::migrate::latest();
     let first = migrate_database(&PgOptions::new(fresh.clone())).await.expect("migrate");
-    assert_eq!((first.from, first.to), (0, 2));
+    assert_eq!((first.from, first.to), (0, latest));
     let again = migrate_database(&PgOptions::new(fresh)).await.expect("migrate again");
-    assert_eq!((again.from, again.to), (2, 2));
+    assert_eq!((again.from, again.to), (latest, latest));
 
     let url = pg.create_database("migrations");
     let starts = (0..4).map(|_| PgStore::connect(PgOptions::new(url.clone())));
     let stores: Vec<PgStore> = concurrently(starts).await.into_iter().map(|r| r.expect("every host starts")).collect();
     let client = stores[0].pool().get().await.expect("client");
     let rows = client.query("SELECT version, name FROM schema_migrations ORDER BY version", &[]).await.expect("read");
-    assert_eq!(
-        rows.iter().map(|r| (r.get::<_, i32>(0), r.get::<_, String>(1))).collect::<Vec<_>>(),
-        [(1, "initial".to_owned()), (2, "plugin_registry".to_owned())]
-    );
+    let every: Vec<(i32, String)> =
+        gatehouse_store::postgres::migrate::MIGRATIONS.iter().map(|(v, name, _)| (*v, (*name).to_owned())).collect();
+    assert_eq!(rows.iter().map(|r| (r.get::<_, i32>(0), r.get::<_, String>(1))).collect::<Vec<_>>(), every, "each migration once");
     let again = migrate(stores[0].pool()).await.expect("migrate again");
-    assert_eq!((again.from, again.to), (2, 2), "nothing left to do");
+    assert_eq!((again.from, again.to), (latest, latest), "nothing left to do");
 
     client.execute("INSERT INTO schema_migrations (version, name) VALUES (99, 'from the future')", &[]).await.expect("plant");
     let refused = PgStore::connect(PgOptions::new(url)).await.err().expect("a newer schema is refused");
@@ -217,12 +219,73 @@ async fn quota_counts_from_both_hosts_add_up_exactly(pg: &TempPostgres) {
     assert_eq!(seen, [1]);
 }
 
+fn windows(limits: [u64; 4]) -> Vec<LimitWindow> {
+    let ends = Utc::now() + chrono::Duration::minutes(1);
+    ["chat:n:x", "chat:h:x", "chat:d:x", "chat:m:x"]
+        .iter()
+        .zip(limits)
+        .enumerate()
+        .map(|(i, (id, limit))| LimitWindow { id: (*id).into(), ends_at: ends + chrono::Duration::minutes(i as i64), limit })
+        .collect()
+}
+
+async fn a_limit_spread_over_hosts_admits_exactly_its_limit_and_reports_once(pg: &TempPostgres) {
+    let (a, b) = two_hosts(pg, "fleet_limits").await;
+    let w = windows([1000, 1000, 25, 1000]);
+    let outcomes = concurrently((0..80).map(|i| {
+        let (host, w) = (if i % 2 == 0 { a.clone() } else { b.clone() }, w.clone());
+        async move { host.take_limits("key_1", &w, Take::Count).await.expect("take") }
+    }))
+    .await;
+    assert_eq!(outcomes.iter().filter(|t| t.allowed).count(), 25, "exactly the day's limit is admitted, from both hosts");
+    let refused: Vec<&Taken> = outcomes.iter().filter(|t| !t.allowed).collect();
+    assert!(refused.iter().all(|t| t.exceeded == Some(2)), "the day window refuses");
+    assert_eq!(refused.iter().filter(|t| t.first).count(), 1, "the first refusal is reported once, fleet-wide");
+    // Refusals counted nothing; a peek counts nothing either.
+    let peek = b.take_limits("key_1", &w, Take::Peek).await.expect("peek");
+    assert_eq!((peek.allowed, peek.first, peek.counts.clone()), (false, false, vec![25, 25, 25, 25]));
+    // A peek at a key never counted reads zeros and makes no row (it writes nothing).
+    let unseen = a.take_limits("key_3", &w, Take::Peek).await.expect("peek");
+    assert_eq!((unseen.allowed, unseen.counts), (true, vec![0, 0, 0, 0]));
+    let rows: i64 = a
+        .pool()
+        .get()
+        .await
+        .expect("client")
+        .query_one("SELECT count(*) FROM limit_windows WHERE key_id = 'key_3'", &[])
+        .await
+        .expect("count")
+        .get(0);
+    assert_eq!(rows, 0);
+    // An abandoned body costs rate, not quota: minute and hour only, over the limit or not.
+    let rates = a.take_limits("key_1", &w[..2], Take::Rates).await.expect("rates");
+    assert_eq!(rates.counts, [26, 26]);
+    // Another key counts on its own; the window with the tightest remainder is the minute.
+    let other = a.take_limits("key_2", &windows([3, 1000, 1000, 1000]), Take::Count).await.expect("take");
+    assert_eq!((other.allowed, other.counts), (true, vec![1, 1, 1, 1]));
+    // Of two windows at their limits, the one that resets last is reported.
+    let both = windows([26, 1000, 25, 1000]);
+    assert_eq!(a.take_limits("key_1", &both, Take::Count).await.expect("take").exceeded, Some(2));
+    // A host that restarts finds the counts where it left them.
+    drop((a, b));
+    let again = PgStore::connect(PgOptions::new(pg.url("fleet_limits"))).await.expect("restart");
+    assert_eq!(again.take_limits("key_1", &w, Take::Peek).await.expect("peek").counts, [26, 26, 25, 25]);
+}
+
 async fn one_key_billed_from_both_hosts_at_once_adds_up_one_ledger_row_per_request(pg: &TempPostgres) {
     let (a, b) = two_hosts(pg, "usage").await;
     concurrently((0..40).map(|i| {
         let host = if i % 2 == 0 { a.clone() } else { b.clone() };
         async move {
-            let usage = UsageDelta { user_id: "usr_a".into(), key_id: "key_1".into(), prompt_tokens: 3, completion_tokens: i };
+            let usage = UsageDelta {
+                user_id: "usr_a".into(),
+                key_id: "key_1".into(),
+                group_id: None,
+                model: "echo/test".into(),
+                request_id: format!("req-{i}"),
+                prompt_tokens: 3,
+                completion_tokens: i,
+            };
             host.finish_request(RequestOutcome { usage: Some(usage), ..Default::default() }).await.expect("bill")
         }
     }))
@@ -277,6 +340,15 @@ async fn an_event_numbered_first_is_committed_first(pg: &TempPostgres) {
     assert_eq!(seqs, [1, 2]);
 }
 
+/// Wait (bounded) until `host.healthy()` is `want`, calling nothing else on it.
+async fn wait_health(host: &PgStore, want: bool) {
+    let deadline = Instant::now() + gatehouse_store::postgres::PROBE_EVERY * 2 + Duration::from_secs(8);
+    while host.healthy() != want {
+        assert!(Instant::now() < deadline, "health did not turn {want} by itself: {:?}", host.storage_failure());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
 async fn a_host_is_unhealthy_while_the_database_is_down_and_recovers_unaided(pg: &mut TempPostgres) {
     let (a, b) = two_hosts(pg, "health").await;
     wait_listening(&b).await;
@@ -294,8 +366,11 @@ async fn a_host_is_unhealthy_while_the_database_is_down_and_recovers_unaided(pg:
     let _ = a.get_user("usr_kept").await;
     assert!(!a.healthy(), "health says so");
     assert!(a.storage_failure().is_some_and(|f| f.contains("PostgreSQL")), "{:?}", a.storage_failure());
+    // B makes no call at all: its probe notices on its own.
+    wait_health(&b, false).await;
 
     pg.restart();
+    wait_health(&b, true).await;
     // Nobody restarts the hosts: the next call connects again, and health follows.
     assert!(a.get_user("usr_kept").await.expect("read after the restart").is_some(), "acknowledged before, present after");
     assert!(a.healthy() && a.storage_failure().is_none());
@@ -314,6 +389,7 @@ async fn several_hosts_on_one_postgres_keep_every_promise() {
     an_edited_or_truncated_chain_is_reported(&pg).await;
     one_host_wins_an_idempotency_key_claimed_on_both_at_once(&pg).await;
     quota_counts_from_both_hosts_add_up_exactly(&pg).await;
+    a_limit_spread_over_hosts_admits_exactly_its_limit_and_reports_once(&pg).await;
     one_key_billed_from_both_hosts_at_once_adds_up_one_ledger_row_per_request(&pg).await;
     outbox_numbers_follow_commit_order_across_hosts(&pg).await;
     an_event_numbered_first_is_committed_first(&pg).await;

@@ -89,8 +89,8 @@ pub fn default_thresholds(strictness: Strictness) -> Thresholds {
 ///
 /// Measured (flag counts as a false positive): 1 of the 159 benign texts
 /// (0.63 %, a crewai prompt that itself says "ignore all previous
-/// instructions") in every mode; 42.0 % of the held-out validation attacks
-/// are still flagged in a non-user role (76.4 % as user text under
+/// instructions") in every mode; 45.0 % of the held-out validation attacks
+/// are still flagged in a non-user role (79.6 % as user text under
 /// `balanced`). Every flag threshold from 0.30 to 0.95 flags that same one
 /// text; the lowest keeps the most recall. A non-user text is blocked where a
 /// user text is (never at a lower score). Strict and balanced are the same
@@ -106,49 +106,49 @@ pub fn context_thresholds(strictness: Strictness) -> Thresholds {
 const CONTEXT: f32 = 0.30;
 
 /// `balanced` flags here: the lowest threshold at a validation FPR of at
-/// most 0.02 (0.019 there, recall 0.764; test split: 0.023, recall 0.727). A point
-/// that keeps the recall of the model before issue 31 (validation FPR 0.045
-/// with an earlier model) flagged ordinary requests such as "Summarise in one
-/// sentence why a gateway should add little latency.", and every flag costs
-/// an audit record and a webhook event: on the benchmark harness's prompt
-/// that was 30 % more CPU per request (a test keeps that prompt unflagged).
-/// Operators leave a shield on that seldom cries wolf; `strict` is the
-/// recall-first mode.
-const BALANCED_FLAG: f32 = 0.3850;
-/// `balanced` blocks here: validation FPR 0.005 (a refusal needs a confident
+/// most 0.02 (0.019 there, recall 0.796). A point that keeps the recall of
+/// the model before issue 31 (validation FPR 0.045 with an earlier model)
+/// flagged ordinary requests such as "Summarise in one sentence why a
+/// gateway should add little latency.", and every flag costs an audit record
+/// and a webhook event: on the benchmark harness's prompt that was 30 % more
+/// CPU per request (a test keeps that prompt unflagged). Operators leave a
+/// shield on that seldom cries wolf; `strict` is the recall-first mode.
+const BALANCED_FLAG: f32 = 0.4275;
+/// `balanced` blocks here: validation FPR 0.004 (a refusal needs a confident
 /// score; flags are reported and let through).
-const BALANCED_BLOCK: f32 = 0.7551;
+const BALANCED_BLOCK: f32 = 0.7390;
 /// `strict` flags here: validation FPR 0.06.
-const STRICT_FLAG: f32 = 0.1892;
+const STRICT_FLAG: f32 = 0.2093;
 /// `strict` blocks where `balanced` does.
 const STRICT_BLOCK: f32 = BALANCED_BLOCK;
 
-/// Document mode (stage `retrieved`: retrieved passages, tool results). A
-/// blocked passage is left out of the context, so the block threshold is set
-/// for a removal rate of at most 0.5 % of benign passages, on the passages a
-/// retriever actually returns: the bundled knowledge base
-/// (`examples/knowledge`, cut as `retriever-local` cuts it, a passage about
-/// Prompt Shield among them) and the retriever's evaluation corpora
-/// (`plugins/retriever-local/eval/heldout`: the Debian FAQ, the Perl manual,
-/// PostgreSQL administration). There the highest benign knowledge-base
-/// passage scores 0.359 and every knowledge-base passage with an injected
-/// instruction at least 0.574; the threshold sits between the two, and
-/// removes 0 of 67 knowledge-base passages and 9 of 11,060 corpus passages
-/// (0.08 %; `tests/document_mode.rs`, `SHOW_SCORES=1`). On the validation
-/// split's benign documents, hard negatives, code and multilingual text
-/// (whole documents up to 6,000 characters, chosen for attack vocabulary)
-/// it removes 0.26 %. Flags keep the passage and follow the mode (no
-/// knowledge-base passage reaches the `balanced` flag either).
+/// Document mode (stage `retrieved`: retrieved passages, tool results),
+/// calibrated on its own. A blocked passage is left out of the context, so
+/// the block threshold is set for a removal rate of at most 0.5 % of benign
+/// passages, on the passages a retriever actually returns: the bundled
+/// knowledge base (`examples/knowledge`, cut as `retriever-local` cuts it, a
+/// passage about Prompt Shield among them) and the retriever's evaluation
+/// corpora (`plugins/retriever-local/eval/heldout`: the Debian FAQ, the Perl
+/// manual, PostgreSQL administration). There the highest benign
+/// knowledge-base passage scores 0.477 and every knowledge-base passage with
+/// an injected instruction at least 0.645; the block threshold sits between
+/// the two and removes 0 of 67 knowledge-base passages and 5 of 11,060
+/// corpus passages (0.05 %;
+/// `tests/document_mode.rs`, `SHOW_SCORES=1`). A flag keeps the passage but
+/// costs an audit record and an event per request, so the flag threshold is
+/// above every benign knowledge-base passage too (the user-text flag
+/// thresholds are below some of them), in every mode; `monitor` never blocks.
 pub fn retrieved_thresholds(strictness: Strictness) -> Thresholds {
-    let t = default_thresholds(strictness);
     match strictness {
-        Strictness::Monitor => t,
-        Strictness::Balanced | Strictness::Strict => Thresholds { block: RETRIEVED_BLOCK, flag: t.flag.min(RETRIEVED_BLOCK) },
+        Strictness::Monitor => Thresholds { block: f32::INFINITY, flag: RETRIEVED_FLAG },
+        Strictness::Balanced | Strictness::Strict => Thresholds { block: RETRIEVED_BLOCK, flag: RETRIEVED_FLAG },
     }
 }
 
 /// See [`retrieved_thresholds`].
-const RETRIEVED_BLOCK: f32 = 0.49;
+const RETRIEVED_BLOCK: f32 = 0.56;
+/// See [`retrieved_thresholds`].
+const RETRIEVED_FLAG: f32 = 0.50;
 
 /// Reason strings (value-free; the host shows the first in its 403 message).
 pub mod reason {

@@ -21,15 +21,29 @@ use crate::normalize::{Normalized, normalize};
 /// The committed model file and what it holds, read at compile time: no
 /// parsing, copying or allocation at run time, so a fresh instance per call
 /// costs nothing extra (the n-gram weights are read in place).
+///
+/// The n-gram weights are codes of [`file::WEIGHT_BITS`] bits into a
+/// codebook of [`file::LEVELS`] `f32` values (fitted to the weights by the
+/// trainer, one of them exactly 0): the weight table is part of the
+/// component's linear memory, which the host resets after every call, so
+/// every byte of it is paid per call (`model/README.md`).
 pub mod file {
     use super::{BUCKETS, HAND};
 
     /// The file's first bytes.
-    pub const MAGIC: &[u8; 8] = b"PSHIELD1";
-    /// Bytes before the n-gram weights: magic, buckets, hand features,
-    /// attack and benign example counts (`u32`), scale and intercept
-    /// (`f32`), the inputs manifest's SHA-256, the hand weights (`f32`).
-    pub const HEADER: usize = 8 + 4 * 4 + 4 * 2 + 32 + 4 * HAND;
+    pub const MAGIC: &[u8; 8] = b"PSHIELD2";
+    /// Bits per n-gram weight (a code into the codebook).
+    pub const WEIGHT_BITS: usize = 4;
+    /// Codebook entries.
+    pub const LEVELS: usize = 1 << WEIGHT_BITS;
+    /// Bytes of the packed n-gram weights.
+    pub const PACKED: usize = BUCKETS * WEIGHT_BITS / 8;
+    /// Bytes before the codebook: magic, buckets, hand features, attack and
+    /// benign example counts, weight bits (`u32`), intercept (`f32`), the
+    /// inputs manifest's SHA-256, the hand weights (`f32`).
+    pub const PREAMBLE: usize = 8 + 4 * 5 + 4 + 32 + 4 * HAND;
+    /// Bytes before the packed n-gram weights: the preamble and the codebook (`f32`).
+    pub const HEADER: usize = PREAMBLE + 4 * LEVELS;
 
     const BYTES: &[u8] = include_bytes!("../model/shield.bin");
 
@@ -55,17 +69,19 @@ pub mod file {
         true
     }
 
-    /// Whether the file fits this featuriser (magic, dimensions, length).
-    /// A file that does not (the featuriser's dimensions changed and the
-    /// model was not retrained) scores every text 0, so the crate still
-    /// builds and the trainer can run; `tests/model_file.rs` fails on it.
-    pub const VALID: bool =
-        magic_ok() && u32_at(8) as usize == BUCKETS && u32_at(12) as usize == HAND && BYTES.len() == HEADER + 2 * BUCKETS;
+    /// Whether the file fits this featuriser (magic, dimensions, weight
+    /// bits, length). A file that does not (the featuriser's dimensions
+    /// changed and the model was not retrained) scores every text 0, so the
+    /// crate still builds and the trainer can run; `tests/model_file.rs`
+    /// fails on it.
+    pub const VALID: bool = magic_ok()
+        && u32_at(8) as usize == BUCKETS
+        && u32_at(12) as usize == HAND
+        && u32_at(24) as usize == WEIGHT_BITS
+        && BYTES.len() == HEADER + PACKED;
 
     /// Attack and benign examples the model was trained on.
     pub const TRAIN_EXAMPLES: (usize, usize) = (u32_at(16) as usize, u32_at(20) as usize);
-    /// Dequantisation factor of the n-gram weights.
-    pub const SCALE: f32 = if VALID { f32_at(24) } else { 0.0 };
     /// Intercept of the logistic model.
     pub const BIAS: f32 = if VALID { f32_at(28) } else { -40.0 };
     /// SHA-256 of the inputs manifest (`model/shield.inputs`) the model was trained from.
@@ -88,13 +104,36 @@ pub mod file {
         }
         out
     };
-
-    /// The quantised n-gram weights, `i16` little-endian per bucket (all
-    /// zero when the file is not [`VALID`]).
-    pub static WEIGHTS: &[u8; 2 * BUCKETS] = match BYTES.split_at(if VALID { HEADER } else { 0 }).1.first_chunk::<{ 2 * BUCKETS }>() {
-        Some(w) if VALID => w,
-        _ => &[0; 2 * BUCKETS],
+    /// The value of each weight code (all zero when the file is not [`VALID`]).
+    pub static CODEBOOK: [f32; LEVELS] = {
+        let mut out = [0.0f32; LEVELS];
+        let mut i = 0;
+        while VALID && i < LEVELS {
+            out[i] = f32_at(PREAMBLE + 4 * i);
+            i += 1;
+        }
+        out
     };
+
+    /// The packed n-gram weight codes, [`WEIGHT_BITS`] per bucket, low bits
+    /// first (all zero when the file is not [`VALID`]).
+    pub static WEIGHTS: &[u8; PACKED] = match BYTES.split_at(if VALID { HEADER } else { 0 }).1.first_chunk::<PACKED>() {
+        Some(w) if VALID => w,
+        _ => &[0; PACKED],
+    };
+
+    /// The code of `bucket`'s weight.
+    #[inline]
+    pub fn code(bucket: usize) -> usize {
+        let b = bucket % BUCKETS;
+        if WEIGHT_BITS == 8 {
+            usize::from(WEIGHTS[b])
+        } else {
+            let per_byte = 8 / WEIGHT_BITS;
+            let byte = WEIGHTS[b / per_byte];
+            usize::from(byte >> ((b % per_byte) * WEIGHT_BITS)) & (LEVELS - 1)
+        }
+    }
 }
 
 pub use file::TRAIN_EXAMPLES;
@@ -117,8 +156,7 @@ pub struct TextScore {
 }
 
 fn weight(bucket: usize) -> f32 {
-    let i = 2 * (bucket % BUCKETS);
-    f32::from(i16::from_le_bytes([file::WEIGHTS[i], file::WEIGHTS[i + 1]])) * file::SCALE
+    file::CODEBOOK[file::code(bucket)]
 }
 
 fn sigmoid(z: f32) -> f32 {

@@ -115,6 +115,13 @@ fn knowledge_base_passages_stay_and_injected_ones_are_left_out() {
             passages.len()
         );
     }
+    // Nor flagged, in any mode: a flag costs an audit record and an event on
+    // every request that retrieves the passage.
+    for mode in [Strictness::Monitor, Strictness::Balanced, Strictness::Strict] {
+        let out = inspect_texts(Stage::Retrieved, mode, "{}", &passages);
+        let flagged: Vec<&String> = passages.iter().zip(&out).filter(|(_, d)| d.action != Action::Allow).map(|(p, _)| p).collect();
+        assert!(flagged.is_empty(), "{mode:?}: {} of {} flagged: {flagged:#?}", flagged.len(), passages.len());
+    }
     // Every injection, put into passages (middle and end), is caught.
     let mut poisoned = Vec::new();
     for (k, inj) in INJECTIONS.iter().enumerate() {

@@ -11,7 +11,9 @@
 //! and this driver (which also is the streaming client) on core 0.
 //!
 //! Options: `--secs N` (per phase, default 10), `--rates 200,1000`,
-//! `--only direct,nginx,litellm,durable,relaxed`, `--delay-ms D` (the mock's
+//! `--only direct,nginx,litellm,durable,relaxed` (also `pg1`: one host on
+//! PostgreSQL, `pg3`: three hosts on PostgreSQL behind nginx — only when
+//! named; `fleet.rs`), `--delay-ms D` (the mock's
 //! answer time, default 1), `--chunk-delay-ms C` (between stream deltas,
 //! default 1), `--conns N` (max-throughput connections, default 64),
 //! `--rounds N` (run every target N times, round by round, then print the
@@ -27,6 +29,7 @@
 //! order, so nginx and Gatehouse of one round see the same machine; the
 //! ratios to nginx are taken within each round and their median reported.
 
+mod fleet;
 mod load;
 mod mock;
 mod procstat;
@@ -162,8 +165,10 @@ fn start_mock(o: &Opts) -> anyhow::Result<(MockProc, u16)> {
     Ok((mock, port))
 }
 
+/// The fleet rows (`pg1`, `pg3`) run only when `--only` names them: they
+/// need PostgreSQL and are not part of the comparison with other gateways.
 fn wanted(o: &Opts, tag: &str) -> bool {
-    o.only.is_empty() || o.only.iter().any(|w| w == tag)
+    o.only.iter().any(|w| w == tag) || (o.only.is_empty() && !tag.starts_with("pg"))
 }
 
 /// One request of each kind must succeed and carry the mock's answer.
@@ -193,9 +198,12 @@ async fn sanity(t: &targets::Target) -> anyhow::Result<()> {
 }
 
 async fn measure(o: &Opts, t: &targets::Target, row: &mut Row) -> anyhow::Result<()> {
-    let pid = t.pid;
+    // The process trees to measure: the parts of a fleet, or the one process.
+    let roots: Vec<(String, u32)> =
+        if t.parts.is_empty() { t.pid.map(|p| (String::new(), p)).into_iter().collect() } else { t.parts.clone() };
+    let sum = |f: fn(u32) -> u64| (!roots.is_empty()).then(|| roots.iter().map(|(_, p)| f(*p)).sum::<u64>());
     tokio::time::sleep(Duration::from_secs(1)).await;
-    row.idle_kib = pid.map(procstat::rss_kib);
+    row.idle_kib = sum(procstat::rss_kib);
     sanity(t).await?;
     // Warm-up: connections, caches, lazy plugin instances.
     load::oha(&o.oha, &t.json, Some(200), 16, 2)?;
@@ -211,22 +219,26 @@ async fn measure(o: &Opts, t: &targets::Target, row: &mut Row) -> anyhow::Result
         row.streams.push((rate, r));
     }
     eprintln!("  {}: max throughput, {} connections", t.name, o.conns);
-    let before = pid.map(procstat::cpu_ticks);
+    let before: Vec<u64> = roots.iter().map(|(_, p)| procstat::cpu_ticks(*p)).collect();
     let r = load::oha(&o.oha, &t.json, None, o.conns, o.secs)?;
-    let after = pid.map(procstat::cpu_ticks);
-    if let (Some(b), Some(a)) = (before, after) {
-        let secs = (a.saturating_sub(b)) as f64 / procstat::clk_tck() as f64;
-        row.cpu_us_per_req = (r.ok > 0).then(|| secs * 1e6 / r.ok as f64);
+    let after: Vec<u64> = roots.iter().map(|(_, p)| procstat::cpu_ticks(*p)).collect();
+    if r.ok > 0 && !roots.is_empty() {
+        let per_req = |b: u64, a: u64| a.saturating_sub(b) as f64 / procstat::clk_tck() as f64 * 1e6 / r.ok as f64;
+        row.cpu_us_per_req = Some(per_req(before.iter().sum(), after.iter().sum()));
+        if !t.parts.is_empty() {
+            row.cpu_parts =
+                roots.iter().zip(before.iter().zip(&after)).map(|((name, _), (b, a))| (name.clone(), per_req(*b, *a))).collect();
+        }
     }
     row.max = Some(r);
-    row.peak_kib = pid.map(procstat::hwm_kib);
+    row.peak_kib = sum(procstat::hwm_kib);
     Ok(())
 }
 
 async fn run(o: Opts) -> anyhow::Result<()> {
     let load_before = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let started = chrono::Utc::now();
-    let gh_wanted = wanted(&o, "durable") || wanted(&o, "relaxed");
+    let gh_wanted = ["durable", "relaxed", "pg1", "pg3"].iter().any(|t| wanted(&o, t));
     // Builds the release binary (and the bundled plugins) if needed.
     let gatehouse_bin = if gh_wanted { gatehouse_tests::server::binary().to_path_buf() } else { PathBuf::new() };
     let (mock, mock_port) = start_mock(&o)?;
@@ -240,6 +252,8 @@ async fn run(o: Opts) -> anyhow::Result<()> {
         ("litellm", "LiteLLM", Box::new(|| targets::litellm(&o.litellm, mock_port))),
         ("durable", "Gatehouse (durable)", Box::new(|| targets::gatehouse(&gatehouse_bin, mock_port, true))),
         ("relaxed", "Gatehouse (relaxed)", Box::new(|| targets::gatehouse(&gatehouse_bin, mock_port, false))),
+        ("pg1", "Gatehouse on PostgreSQL", Box::new(|| fleet::gatehouse_pg(&gatehouse_bin, mock_port, 1))),
+        ("pg3", "3 hosts on PostgreSQL behind nginx", Box::new(|| fleet::gatehouse_pg(&gatehouse_bin, mock_port, 3))),
     ];
     if let Some(bin) = &pgo_bin {
         if !bin.is_file() {

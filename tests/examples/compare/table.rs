@@ -13,6 +13,8 @@ pub struct Row {
     pub streams: Vec<(u32, StreamRun)>,
     pub max: Option<OhaRun>,
     pub cpu_us_per_req: Option<f64>,
+    /// A fleet's CPU per request process by process (nginx, each host, PostgreSQL).
+    pub cpu_parts: Vec<(String, f64)>,
     pub idle_kib: Option<u64>,
     pub peak_kib: Option<u64>,
     pub startup: Option<Duration>,
@@ -28,6 +30,7 @@ impl Row {
             streams: vec![],
             max: None,
             cpu_us_per_req: None,
+            cpu_parts: vec![],
             idle_kib: None,
             peak_kib: None,
             startup: None,
@@ -154,6 +157,18 @@ pub fn render(rows: &[Row], rates: &[u32]) -> String {
             cells[0] = format!("{} (incomplete: {f})", row.name);
         }
         out.push_str(&format!("| {} |\n", cells.join(" | ")));
+    }
+    out.push_str(&parts(rows));
+    out
+}
+
+/// Below the table: the CPU per request of each process of the rows served
+/// by several (a fleet: nginx, each host, PostgreSQL).
+fn parts(rows: &[Row]) -> String {
+    let mut out = String::new();
+    for row in rows.iter().filter(|r| !r.cpu_parts.is_empty()) {
+        let each: Vec<String> = row.cpu_parts.iter().map(|(name, us)| format!("{name} {us:.0}")).collect();
+        out.push_str(&format!("\nCPU µs per request, {}: {}\n", row.name, each.join(", ")));
     }
     out
 }

@@ -16,6 +16,10 @@ pub struct Target {
     pub name: String,
     /// Root of the process tree to measure (`None`: not ours to measure).
     pub pid: Option<u32>,
+    /// When a row is served by several process trees (a fleet's hosts, its
+    /// load balancer, its database): each by name, `pid`'s included. The
+    /// row's CPU and memory are their sum, and the CPU is also shown per part.
+    pub parts: Vec<(String, u32)>,
     pub json: Call,
     pub stream: Call,
     pub kind: StreamKind,
@@ -24,25 +28,39 @@ pub struct Target {
     /// The target's own log, if it writes one (shown when a check fails).
     pub log: Option<PathBuf>,
     child: Option<Child>,
+    /// Processes started with the target and stopped with it.
+    others: Vec<Child>,
+    /// What must outlive the target's processes: the database, temp dirs.
+    _keep: Vec<Box<dyn std::any::Any>>,
     _dir: Option<tempfile::TempDir>,
 }
 
 impl Drop for Target {
     fn drop(&mut self) {
-        if let Some(mut c) = self.child.take() {
-            // SIGTERM first: nginx's master takes its workers down with it.
+        for c in self.others.iter_mut().chain(self.child.as_mut()) {
             let _ = Command::new("kill").arg("-TERM").arg(c.id().to_string()).status();
-            let deadline = Instant::now() + Duration::from_secs(10);
-            while Instant::now() < deadline {
-                if let Ok(Some(_)) = c.try_wait() {
-                    return;
-                }
-                std::thread::sleep(Duration::from_millis(20));
-            }
-            let _ = c.kill();
-            let _ = c.wait();
+        }
+        for mut c in std::mem::take(&mut self.others) {
+            stop(&mut c);
+        }
+        if let Some(mut c) = self.child.take() {
+            stop(&mut c);
         }
     }
+}
+
+/// Wait up to 10 s for a process sent SIGTERM (nginx's master takes its
+/// workers down with it), then kill it.
+fn stop(c: &mut Child) {
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while Instant::now() < deadline {
+        if let Ok(Some(_)) = c.try_wait() {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let _ = c.kill();
+    let _ = c.wait();
 }
 
 pub fn free_port() -> anyhow::Result<u16> {
@@ -151,6 +169,9 @@ impl Target {
             startup: Some(startup),
             log: Some(log),
             child: Some(child),
+            parts: vec![],
+            others: vec![],
+            _keep: vec![],
             _dir: Some(dir),
         }
     }
@@ -168,22 +189,35 @@ pub fn direct(mock_port: u16, mock_pid: u32) -> Target {
         startup: None,
         log: None,
         child: None,
+        parts: vec![],
+        others: vec![],
+        _keep: vec![],
         _dir: None,
     }
 }
 
 pub fn nginx(mock_port: u16) -> anyhow::Result<Target> {
+    let (child, port, startup, dir) = start_nginx(&[mock_port])?;
+    let log = dir.path().join("error.log");
+    Ok(Target::openai_proxy("nginx", port, None, startup, log, child, dir))
+}
+
+/// nginx on core 1 as a plain reverse proxy over `upstreams` (round robin,
+/// kept-alive connections): the proxy row's, and the load balancer in front
+/// of a fleet. Returns the master, its port, its start-up time and its folder.
+pub fn start_nginx(upstreams: &[u16]) -> anyhow::Result<(Child, u16, Duration, tempfile::TempDir)> {
     let bin = ["/usr/sbin/nginx", "/usr/bin/nginx"].iter().map(PathBuf::from).find(|p| p.is_file()).context("nginx is not installed")?;
     let dir = tempfile::Builder::new().prefix("bench-nginx-").tempdir()?;
     let port = free_port()?;
     let p = dir.path().display().to_string();
+    let servers: String = upstreams.iter().map(|u| format!("server 127.0.0.1:{u}; ")).collect();
     let conf = format!(
         "worker_processes 1;\nuser root;\npid {p}/nginx.pid;\nerror_log {p}/error.log warn;\n\
          events {{ worker_connections 4096; }}\n\
          http {{\n  access_log off;\n  client_body_temp_path {p}/body;\n  proxy_temp_path {p}/proxy;\n  fastcgi_temp_path {p}/fastcgi;\n  uwsgi_temp_path {p}/uwsgi;\n  scgi_temp_path {p}/scgi;\n\
-         \x20 upstream mock {{ server 127.0.0.1:{mock_port}; keepalive 128; }}\n\
-         \x20 server {{\n    listen 127.0.0.1:{port};\n    location = /health {{ return 200 \"ok\"; }}\n\
-         \x20   location / {{ proxy_pass http://mock; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_buffering off; }}\n  }}\n}}\n"
+         \x20 upstream up {{ {servers}keepalive 128; }}\n\
+         \x20 server {{\n    listen 127.0.0.1:{port};\n    location = /nginx-health {{ return 200 \"ok\"; }}\n\
+         \x20   location / {{ proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_buffering off; }}\n  }}\n}}\n"
     );
     let conf_path = dir.path().join("nginx.conf");
     std::fs::write(&conf_path, conf)?;
@@ -199,9 +233,8 @@ pub fn nginx(mock_port: u16) -> anyhow::Result<Target> {
         .stderr(Stdio::null())
         .spawn()
         .context("spawn nginx")?;
-    let startup = wait_healthy(port, "/health", t0, Duration::from_secs(20), &mut child)?;
-    let log = dir.path().join("error.log");
-    Ok(Target::openai_proxy("nginx", port, None, startup, log, child, dir))
+    let startup = wait_healthy(port, "/nginx-health", t0, Duration::from_secs(20), &mut child)?;
+    Ok((child, port, startup, dir))
 }
 
 /// LiteLLM's proxy refuses to start without a master key; requests then authenticate with it.
@@ -259,45 +292,84 @@ pub fn gatehouse_config(port: u16, mock_port: u16, data: &Path, durable: bool) -
 pub fn gatehouse(bin: &Path, mock_port: u16, durable: bool) -> anyhow::Result<Target> {
     let dir = tempfile::Builder::new().prefix("bench-gatehouse-").tempdir()?;
     let port = free_port()?;
-    let key = GATEHOUSE_KEY;
     let conf = gatehouse_config(port, mock_port, &dir.path().join("data"), durable);
-    let conf_path = dir.path().join("gatehouse.toml");
+    let (child, startup) = start_gatehouse(bin, dir.path(), &conf, &[])?;
+    let name = if durable { "Gatehouse (durable)" } else { "Gatehouse (relaxed)" };
+    Ok(Target::gatehouse_at(name, port, startup, dir.path().join("gatehouse.log"), child, dir))
+}
+
+/// One Gatehouse process on core 1 with config `conf` (written to
+/// `dir/gatehouse.toml`, its log `dir/gatehouse.log`), bootstrapped with
+/// [`GATEHOUSE_KEY`] and `env` added; returns once it answers `/health`.
+pub fn start_gatehouse(bin: &Path, dir: &Path, conf: &str, env: &[(&str, &str)]) -> anyhow::Result<(Child, Duration)> {
+    let port: u16 = conf
+        .lines()
+        .find_map(|l| l.strip_prefix("listen = \"127.0.0.1:"))
+        .and_then(|rest| rest.trim_end_matches('"').parse().ok())
+        .context("the config names no loopback listen port")?;
+    let conf_path = dir.join("gatehouse.toml");
     std::fs::write(&conf_path, conf)?;
-    let log = std::fs::File::create(dir.path().join("gatehouse.log"))?;
+    let log = std::fs::File::create(dir.join("gatehouse.log"))?;
     let t0 = Instant::now();
-    let mut child = pinned(bin)
-        .arg("serve")
+    let mut cmd = pinned(bin);
+    cmd.arg("serve")
         .arg("--config")
         .arg(&conf_path)
-        .current_dir(dir.path())
-        .env("GATEHOUSE_BOOTSTRAP_ADMIN_KEY", key)
+        .current_dir(dir)
+        .env("GATEHOUSE_BOOTSTRAP_ADMIN_KEY", GATEHOUSE_KEY)
         .env("RUST_LOG", "warn")
         .env_remove("GATEHOUSE_CONFIG")
         .stdin(Stdio::null())
         .stdout(Stdio::null())
-        .stderr(log)
-        .spawn()
-        .context("spawn gatehouse")?;
+        .stderr(log);
+    for (k, v) in env {
+        cmd.env(k, v);
+    }
+    let mut child = cmd.spawn().context("spawn gatehouse")?;
     let startup = wait_healthy(port, "/health", t0, Duration::from_secs(120), &mut child)
-        .with_context(|| format!("Gatehouse log:\n{}", std::fs::read_to_string(dir.path().join("gatehouse.log")).unwrap_or_default()))?;
-    let url = format!("http://127.0.0.1:{port}/chat/completions");
-    let body = |stream: bool| {
-        serde_json::json!({"model": "openai/gpt-mock", "index": "Zero-Knowledge", "messages": [{"role": "user", "content": PROMPT}], "stream": stream})
-            .to_string()
-    };
-    let headers = vec![("authorization".to_owned(), format!("Bearer {key}"))];
-    let name = if durable { "Gatehouse (durable)" } else { "Gatehouse (relaxed)" };
-    Ok(Target {
-        name: name.into(),
-        pid: Some(child.id()),
-        json: Call { url: url.clone(), body: body(false), headers: headers.clone() },
-        stream: Call { url, body: body(true), headers },
-        kind: StreamKind::Gatehouse,
-        startup: Some(startup),
-        log: Some(dir.path().join("gatehouse.log")),
-        child: Some(child),
-        _dir: Some(dir),
-    })
+        .with_context(|| format!("Gatehouse log:\n{}", std::fs::read_to_string(dir.join("gatehouse.log")).unwrap_or_default()))?;
+    Ok((child, startup))
+}
+
+impl Target {
+    /// Gatehouse's chat calls on `port` (the benchmark's key, model and
+    /// knowledge base), measured as `child`'s process tree.
+    pub fn gatehouse_at(name: &str, port: u16, startup: Duration, log: PathBuf, child: Child, dir: tempfile::TempDir) -> Target {
+        let url = format!("http://127.0.0.1:{port}/chat/completions");
+        let body = |stream: bool| {
+            serde_json::json!({"model": "openai/gpt-mock", "index": "Zero-Knowledge", "messages": [{"role": "user", "content": PROMPT}], "stream": stream})
+                .to_string()
+        };
+        let headers = vec![("authorization".to_owned(), format!("Bearer {GATEHOUSE_KEY}"))];
+        Target {
+            name: name.into(),
+            pid: Some(child.id()),
+            json: Call { url: url.clone(), body: body(false), headers: headers.clone() },
+            stream: Call { url, body: body(true), headers },
+            kind: StreamKind::Gatehouse,
+            startup: Some(startup),
+            log: Some(log),
+            child: Some(child),
+            parts: vec![],
+            others: vec![],
+            _keep: vec![],
+            _dir: Some(dir),
+        }
+    }
+
+    /// Add a process started for this target: stopped with it, measured as
+    /// part `name` when `measure`.
+    pub fn add_process(&mut self, name: &str, child: Child, measure: bool) {
+        if measure {
+            self.parts.push((name.to_owned(), child.id()));
+        }
+        self.others.push(child);
+    }
+
+    /// Keep `thing` alive as long as the target (a database, a folder).
+    pub fn keep(&mut self, thing: impl std::any::Any) {
+        self._keep.push(Box::new(thing));
+    }
 }
 
 #[cfg(test)]

@@ -109,6 +109,12 @@ impl TempPostgres {
         std::fs::read_to_string(self.dir.path().join("postgres.log")).unwrap_or_default()
     }
 
+    /// The postmaster's process id (the first line of `postmaster.pid`), while
+    /// the server runs: benchmarks add its tree's CPU time to the fleet's.
+    pub fn server_pid(&self) -> Option<u32> {
+        std::fs::read_to_string(self.data_dir().join("postmaster.pid")).ok()?.lines().next()?.trim().parse().ok()
+    }
+
     fn data_dir(&self) -> PathBuf {
         self.dir.path().join("data")
     }

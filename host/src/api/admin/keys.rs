@@ -27,6 +27,11 @@ pub struct KeyOptions {
     pub name: Option<String>,
     #[serde(default)]
     pub admin: Option<bool>,
+    /// A tenant's administrator: needs a `groupId`; never with `admin`. It may
+    /// call the tenant-policy routes of its own group and read that group's
+    /// usage; every other admin route is 403 for it.
+    #[serde(default)]
+    pub tenant_admin: Option<bool>,
     /// `grp_…`; `null` takes the key out of its group.
     #[serde(default, deserialize_with = "super::present")]
     #[schema(value_type = Option<String>, nullable)]
@@ -128,6 +133,7 @@ pub struct KeyView {
     pub name: String,
     pub prefix: String,
     pub admin: bool,
+    pub tenant_admin: bool,
     pub group_id: Option<String>,
     pub allowed_models: Option<Vec<String>>,
     pub allowed_indexes: Option<Vec<String>>,
@@ -158,6 +164,7 @@ impl From<&ApiKeyRecord> for KeyView {
             name: k.name.clone(),
             prefix: k.prefix.clone(),
             admin: k.admin,
+            tenant_admin: k.tenant_admin,
             group_id: k.group_id.clone(),
             allowed_models: k.allowed_models.clone(),
             allowed_indexes: k.allowed_indexes.clone(),
@@ -239,6 +246,9 @@ async fn apply(app: &AppState, key: &mut ApiKeyRecord, o: KeyOptions) -> Result<
     if let Some(admin) = o.admin {
         key.admin = admin;
     }
+    if let Some(tenant_admin) = o.tenant_admin {
+        key.tenant_admin = tenant_admin;
+    }
     match o.group_id {
         Some(Some(gid)) => {
             if app.store.get_group(&gid).await?.is_none() {
@@ -248,6 +258,14 @@ async fn apply(app: &AppState, key: &mut ApiKeyRecord, o: KeyOptions) -> Result<
         }
         Some(None) => key.group_id = None,
         None => {}
+    }
+    // Checked on the result, so an update that drops the group of a tenant
+    // admin (or makes it an admin too) is refused as well.
+    if key.tenant_admin && key.admin {
+        return Err(AdminError::validation("`tenantAdmin` and `admin` exclude each other: an admin already has every right"));
+    }
+    if key.tenant_admin && key.group_id.is_none() {
+        return Err(AdminError::validation("`tenantAdmin` needs a `groupId`: the group (tenant) the key administers"));
     }
     for (name, list) in
         [("allowedModels", &o.allowed_models), ("allowedIndexes", &o.allowed_indexes), ("allowedPolicies", &o.allowed_policies)]
@@ -319,6 +337,7 @@ pub fn new_key(user_id: &str, secret: &ApiKeySecret) -> ApiKeyRecord {
         created_at: chrono::Utc::now(),
         revoked_at: None,
         suspended_at: None,
+        tenant_admin: false,
     }
 }
 
@@ -352,7 +371,8 @@ pub async fn create(
             .meta("operation", "create_api_key")
             .meta("targetKeyId", key.id.clone())
             .meta("targetUserId", key.user_id.clone())
-            .meta("admin", key.admin),
+            .meta("admin", key.admin)
+            .meta("tenantAdmin", key.tenant_admin),
         "POST /api/admin/keys",
     )
     .await

@@ -15,8 +15,10 @@ use gatehouse_store::model::{AuditEntry, Severity};
 use gatehouse_store::records::OutboxEvent;
 
 mod data;
+pub mod layered;
 mod output;
 mod policy;
+pub mod shadow;
 mod shield;
 #[cfg(test)]
 mod tests;

@@ -11,12 +11,15 @@ mod admin;
 pub mod audit;
 mod chat;
 mod key_cache;
+mod knowledge_bases;
+mod limits;
 mod listen;
 pub mod migrate;
 mod quota;
 mod registry;
 mod store_impl;
 mod tls;
+mod usage_ledger;
 mod webhooks;
 
 use std::path::PathBuf;
@@ -74,8 +77,8 @@ pub struct PgStore {
     counts: Arc<quota::Pending>,
     quota_reader: quota::Reader,
     /// Why the last attempt to reach the database failed, until one succeeds.
-    failure: std::sync::Mutex<Option<String>>,
-    /// The key-change listener and the quota flusher, aborted on drop.
+    failure: Arc<std::sync::Mutex<Option<String>>>,
+    /// The key-change listener, the quota flusher and the health probe, aborted on drop.
     tasks: Vec<tokio::task::JoinHandle<()>>,
     /// Moves when any host writes the plugin registry (`registry::listen`).
     registry_changes: tokio::sync::watch::Sender<u64>,
@@ -158,6 +161,28 @@ impl Connection {
     }
 }
 
+/// How often the health probe asks the database whether it answers.
+pub const PROBE_EVERY: std::time::Duration = std::time::Duration::from_secs(1);
+
+/// Ask the database every [`PROBE_EVERY`] whether it answers, and keep
+/// `failure` (what `/health` reports) to the answer: a host that serves
+/// nothing still turns `degraded` when the database goes away, and back
+/// when it returns, without a request to notice either.
+async fn probe(pool: Pool, failure: Arc<std::sync::Mutex<Option<String>>>) {
+    loop {
+        tokio::time::sleep(PROBE_EVERY).await;
+        let outcome = match pool.get().await {
+            Ok(client) => match tokio::time::timeout(WAIT, client.simple_query("SELECT 1")).await {
+                Ok(Ok(_)) => None,
+                Ok(Err(e)) => Some(format!("PostgreSQL unreachable: {}", chain(&e))),
+                Err(_) => Some(format!("PostgreSQL did not answer within {} s", WAIT.as_secs())),
+            },
+            Err(e) => Some(format!("PostgreSQL unreachable: {}", chain(&e))),
+        };
+        *failure.lock().unwrap_or_else(|p| p.into_inner()) = outcome;
+    }
+}
+
 /// Apply the migrations to the database `options` names and say what was
 /// done, without starting a store: what `gatehouse db migrate` runs.
 pub async fn migrate_database(options: &PgOptions) -> anyhow::Result<Migrated> {
@@ -181,14 +206,16 @@ impl PgStore {
         let counts = Arc::new(quota::Pending::default());
         let (reader_config, reader_tls) = (config.clone(), tls.clone());
         let quota_reader = quota::Reader::start(move || Box::pin(listen::connect(reader_config.clone(), reader_tls.clone())))?;
+        let failure: Arc<std::sync::Mutex<Option<String>>> = Default::default();
         let registry_changes = tokio::sync::watch::channel(0).0;
         #[expect(clippy::disallowed_methods, reason = "the handles are kept and the tasks aborted when the store is dropped")]
         let tasks = vec![
             tokio::spawn(registry::listen(config.clone(), tls.clone(), registry_changes.clone())),
             tokio::spawn(listen::run(config, tls, KEYS_CHANNEL, keys.clone())),
             tokio::spawn(quota::flusher(pool.clone(), counts.clone())),
+            tokio::spawn(probe(pool.clone(), failure.clone())),
         ];
-        Ok(PgStore { pool, keys, sealer, counts, quota_reader, failure: Default::default(), tasks, registry_changes })
+        Ok(PgStore { pool, keys, sealer, counts, quota_reader, failure, tasks, registry_changes })
     }
 
     /// The connection pool (for `postgres::migrate` and for tests).

@@ -13,7 +13,10 @@ use tokio_postgres::Transaction;
 
 use super::{PgStore, audit, db_error, decode, encode};
 use crate::model::AuditEntry;
-use crate::webhooks::{Attempt, AttemptEffect, Delivery, DeliveryStatus, Due, Endpoint, EndpointPatch, StoredSecret, WebhookStore};
+use crate::webhooks::{
+    Applied, Attempt, AttemptEffect, Delivery, DeliveryStatus, Due, Endpoint, EndpointPatch, StoredSecret, WebhookStore, apply_attempt,
+    attempt_target,
+};
 use crate::{StoreError, StoreResult};
 
 fn status_str(s: DeliveryStatus) -> &'static str {
@@ -93,62 +96,25 @@ async fn record_one(txn: &Transaction<'_>, a: &Attempt) -> StoreResult<(AttemptE
         .await
         .map_err(db_error)?;
     let stored: Option<Delivery> = row.map(|r| decode(r.get(0))).transpose()?;
-    let mut d = match stored {
-        // A fresh attempt of an event whose row an earlier run stored: the row (and its attempt count) wins.
-        Some(row) if row.status == DeliveryStatus::Pending => {
-            if row.body.is_empty() {
-                Delivery { body: given.body.clone(), ..row }
-            } else {
-                row
-            }
-        }
-        Some(_) => return Ok((AttemptEffect::Gone, false)),
-        None if a.fresh => given.clone(),
-        None => return Ok((AttemptEffect::Gone, false)),
-    };
+    let Some(mut d) = attempt_target(stored, a) else { return Ok((AttemptEffect::Gone, false)) };
     let row = txn.query_opt("SELECT record FROM webhook_endpoints WHERE id = $1", &[&d.endpoint_id]).await.map_err(db_error)?;
     let Some(row) = row else { return Ok((AttemptEffect::Gone, false)) };
     let mut ep: Endpoint = decode(row.get(0))?;
-    d.attempts += 1;
-    d.last_status_code = a.status_code;
-    d.last_latency_ms = Some(a.latency_ms);
-    d.last_error = a.error.clone();
-    d.updated_at = a.at;
-    let effect = match (&a.error, a.retry_at) {
-        (None, _) => {
-            d.status = DeliveryStatus::Succeeded;
-            if ep.failure_count == 0 {
-                finish(txn, &mut d, a.keep).await?;
-                return Ok((AttemptEffect::Acknowledged, false));
-            }
-            ep.failure_count = 0;
-            AttemptEffect::Acknowledged
-        }
-        (Some(_), Some(at)) => {
-            d.next_attempt_at = Some(at);
+    let applied = apply_attempt(&mut d, &mut ep, a);
+    let disabled = applied.disabled();
+    match applied {
+        Applied::Retry => {
             put_delivery(txn, &d).await?;
-            return Ok((AttemptEffect::Retry, false));
+            Ok((AttemptEffect::Retry, false))
         }
-        (Some(_), None) => {
-            d.status = DeliveryStatus::Failed;
-            // Attempts in flight when the endpoint was disabled do not count.
-            if ep.enabled {
-                ep.failure_count += 1;
+        Applied::Finished { effect, endpoint_changed } => {
+            finish(txn, &mut d, a.keep).await?;
+            if endpoint_changed {
+                put_endpoint(txn, &ep).await?;
             }
-            AttemptEffect::Failed { disabled: ep.enabled && ep.failure_count >= a.disable_after }
+            Ok((effect, disabled))
         }
-    };
-    finish(txn, &mut d, a.keep).await?;
-    let disabled = effect == AttemptEffect::Failed { disabled: true };
-    if disabled {
-        ep.enabled = false;
-        ep.disabled_at = Some(a.at);
-        ep.disabled_reason =
-            Some(format!("{} consecutive failed deliveries (last: {})", ep.failure_count, a.error.as_deref().unwrap_or("unknown error")));
-        ep.updated_at = a.at;
     }
-    put_endpoint(txn, &ep).await?;
-    Ok((effect, disabled))
 }
 
 #[async_trait]
@@ -452,5 +418,20 @@ impl WebhookStore for PgStore {
             Ok(n as usize)
         })
         .await
+    }
+
+    async fn lease_endpoint(&self, endpoint_id: &str, owner: &str, ttl: std::time::Duration) -> StoreResult<bool> {
+        // The database's clock decides: hosts whose clocks differ agree on when a lease lapsed.
+        let ttl_ms = i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX);
+        let client = self.client().await?;
+        let n = client
+            .execute(
+                "UPDATE webhook_cursors SET lease_owner = $2, lease_until = now() + $3 * interval '1 millisecond'
+                 WHERE endpoint_id = $1 AND (lease_owner IS NULL OR lease_owner = $2 OR lease_until < now())",
+                &[&endpoint_id, &owner, &(ttl_ms as f64)],
+            )
+            .await
+            .map_err(db_error)?;
+        Ok(n == 1)
     }
 }

@@ -84,6 +84,7 @@ mod tests {
             created_at: chrono::Utc::now(),
             revoked_at: None,
             suspended_at: None,
+            tenant_admin: false,
         })
     }
 

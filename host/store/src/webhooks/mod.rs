@@ -23,6 +23,7 @@
 //! requests wait on; here they add a row only when an attempt times out.
 //!
 
+mod apply;
 mod model;
 
 use async_trait::async_trait;
@@ -30,6 +31,7 @@ use chrono::{DateTime, Utc};
 
 use crate::StoreResult;
 use crate::model::AuditEntry;
+pub use apply::{Applied, apply_attempt, attempt_target};
 pub use model::{Attempt, AttemptEffect, Delivery, DeliveryStatus, Due, Endpoint, EndpointPatch, StoredSecret, TEST_EVENT, delivery_id};
 
 /// Webhook storage operations. Writes that change an endpoint take the audit
@@ -83,4 +85,16 @@ pub trait WebhookStore: Send + Sync + 'static {
     /// cursor has passed (a pending retry keeps its own copy of the body).
     /// The newest event always stays: the next one's sequence number follows it.
     async fn prune_outbox(&self, created_before: i64, limit: usize) -> StoreResult<usize>;
+
+    /// Take, or renew, the lease of `owner` (one dispatcher) on an endpoint's
+    /// deliveries for `ttl`: `false` while another owner's lease runs. One
+    /// owner at a time reads the endpoint's outbox cursor and due deliveries
+    /// and attempts them; when its host dies, the lease lapses and another
+    /// host's dispatcher takes over from the stored cursor, sending what was
+    /// in flight again with the same delivery ids. A store used by one host
+    /// has one dispatcher: the default grants every lease.
+    async fn lease_endpoint(&self, endpoint_id: &str, owner: &str, ttl: std::time::Duration) -> StoreResult<bool> {
+        let _ = (endpoint_id, owner, ttl);
+        Ok(true)
+    }
 }

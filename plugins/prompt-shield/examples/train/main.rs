@@ -164,28 +164,86 @@ fn train(examples: &[Example], k: &Knobs, seed: u64) -> Vec<f32> {
     w
 }
 
-/// The model file (`model/README.md`): the n-gram weights quantised to
-/// `i16` with one scale (half the size of `f32`, and the pages a fresh
-/// instance touches cost a fault each), the hand weights and the intercept
-/// as `f32`, the example counts and the manifest's SHA-256.
+/// A codebook of `LEVELS` values for the n-gram weights: entry 0 is exactly
+/// 0 (buckets no training n-gram reached), the others the centres of a 1-D
+/// k-means (Lloyd's iterations from the quantiles) of the non-zero weights,
+/// so the codes are dense where the weights are and the few large weights
+/// keep their size.
+fn codebook(w: &[f32]) -> Vec<f32> {
+    let levels = model::file::LEVELS;
+    let mut nz: Vec<f32> = w.iter().copied().filter(|x| *x != 0.0).collect();
+    nz.sort_by(f32::total_cmp);
+    let free = levels - 1;
+    let mut centres: Vec<f32> = (0..free).map(|i| nz.get(((2 * i + 1) * nz.len()) / (2 * free)).copied().unwrap_or(0.0)).collect();
+    for _ in 0..40 {
+        centres.sort_by(f32::total_cmp);
+        centres.dedup();
+        let (mut sum, mut count) = (vec![0.0f64; centres.len()], vec![0usize; centres.len()]);
+        for &x in &nz {
+            let k = nearest(&centres, x);
+            sum[k] += f64::from(x);
+            count[k] += 1;
+        }
+        for (k, c) in centres.iter_mut().enumerate() {
+            if count[k] > 0 {
+                *c = (sum[k] / count[k] as f64) as f32;
+            }
+        }
+    }
+    centres.sort_by(f32::total_cmp);
+    centres.dedup();
+    let mut book = vec![0.0f32];
+    book.extend(centres);
+    book.resize(levels, 0.0);
+    book
+}
+
+/// The index of the centre nearest `x` (`centres` sorted).
+fn nearest(centres: &[f32], x: f32) -> usize {
+    let i = centres.partition_point(|c| *c < x);
+    match (i.checked_sub(1), centres.get(i)) {
+        (Some(lo), Some(hi)) if (x - centres[lo]).abs() <= (hi - x).abs() => lo,
+        (Some(lo), None) => lo,
+        _ => i,
+    }
+}
+
+/// The model file (`model/README.md`): the n-gram weights as codes of
+/// `WEIGHT_BITS` bits into a fitted codebook (the weight table is linear
+/// memory the host resets after every call), the hand weights and the
+/// intercept as `f32`, the example counts and the manifest's SHA-256.
 fn encode(w: &[f32], bias: f32, counts: (usize, usize), manifest_sha: &[u8; 32]) -> Vec<u8> {
-    let max = w[..BUCKETS].iter().fold(0.0f32, |m, x| m.max(x.abs())).max(1e-9);
-    let scale = max / 32767.0;
-    let mut out = Vec::with_capacity(model::file::HEADER + 2 * BUCKETS);
-    out.extend_from_slice(model::file::MAGIC);
-    for v in [BUCKETS, HAND, counts.0, counts.1] {
+    use model::file::{HEADER, LEVELS, MAGIC, PACKED, PREAMBLE, WEIGHT_BITS};
+    let book = codebook(&w[..BUCKETS]);
+    let mut out = Vec::with_capacity(HEADER + PACKED);
+    out.extend_from_slice(MAGIC);
+    for v in [BUCKETS, HAND, counts.0, counts.1, WEIGHT_BITS] {
         out.extend_from_slice(&u32::try_from(v).expect("fits u32").to_le_bytes());
     }
-    out.extend_from_slice(&scale.to_le_bytes());
     out.extend_from_slice(&bias.to_le_bytes());
     out.extend_from_slice(manifest_sha);
     for x in &w[BUCKETS..] {
         out.extend_from_slice(&x.to_le_bytes());
     }
-    assert_eq!(out.len(), model::file::HEADER);
-    for x in &w[..BUCKETS] {
-        out.extend_from_slice(&((x / scale).round() as i16).to_le_bytes());
+    assert_eq!(out.len(), PREAMBLE);
+    for c in &book {
+        out.extend_from_slice(&c.to_le_bytes());
     }
+    assert_eq!(out.len(), HEADER);
+    // The codebook sorted but for entry 0 (exactly 0): search the sorted
+    // values, then map back to the code.
+    let mut sorted: Vec<(f32, usize)> = book.iter().copied().zip(0..).collect();
+    sorted.sort_by(|a, b| a.0.total_cmp(&b.0));
+    sorted.dedup_by(|a, b| a.0 == b.0);
+    let values: Vec<f32> = sorted.iter().map(|v| v.0).collect();
+    let per_byte = 8 / WEIGHT_BITS;
+    let mut packed = vec![0u8; PACKED];
+    for (b, x) in w[..BUCKETS].iter().enumerate() {
+        let code = if *x == 0.0 { 0 } else { sorted[nearest(&values, *x)].1 };
+        assert!(code < LEVELS);
+        packed[b / per_byte] |= (code as u8) << ((b % per_byte) * WEIGHT_BITS);
+    }
+    out.extend_from_slice(&packed);
     out
 }
 

@@ -7,7 +7,7 @@ use redb::{ReadableTable, Table, WriteTransaction};
 use super::{CURSORS, DELIVERIES, ENDPOINTS, FINISHED, ID_MAX, META, QUEUE};
 use crate::redb::tables::OUTBOX;
 use crate::redb::{backend, decode, encode};
-use crate::webhooks::{Attempt, AttemptEffect, Delivery, DeliveryStatus, Endpoint};
+use crate::webhooks::{Applied, Attempt, AttemptEffect, Delivery, DeliveryStatus, Endpoint, apply_attempt, attempt_target};
 use crate::{StoreError, StoreResult};
 
 /// The outbox cursor of every enabled endpoint (0 if it has none). A disabled
@@ -140,67 +140,30 @@ impl<'t> Tx<'t> {
     pub(super) fn record(&mut self, a: &Attempt) -> StoreResult<(AttemptEffect, bool)> {
         let given = &a.delivery;
         let stored = self.delivery(&given.endpoint_id, &given.id)?;
-        let mut d = match stored {
-            Some(row) if row.status == DeliveryStatus::Pending => {
-                self.unqueue(&row)?;
-                // A fresh attempt of an event whose row an earlier run stored:
-                // the row (and its attempt count) wins.
-                if row.body.is_empty() { Delivery { body: given.body.clone(), ..row } } else { row }
-            }
-            Some(_) => return Ok((AttemptEffect::Gone, false)),
-            None if a.fresh => given.clone(),
-            None => return Ok((AttemptEffect::Gone, false)),
+        if let Some(row) = stored.as_ref().filter(|r| r.status == DeliveryStatus::Pending) {
+            self.unqueue(row)?;
+        }
+        let Some(mut d) = attempt_target(stored, a) else {
+            return Ok((AttemptEffect::Gone, false));
         };
         let Some(mut ep) = self.endpoint(&d.endpoint_id)? else {
             return Ok((AttemptEffect::Gone, false));
         };
-        d.attempts += 1;
-        d.last_status_code = a.status_code;
-        d.last_latency_ms = Some(a.latency_ms);
-        d.last_error = a.error.clone();
-        d.updated_at = a.at;
-        let effect = match (&a.error, a.retry_at) {
-            (None, _) => {
-                d.status = DeliveryStatus::Succeeded;
-                if ep.failure_count == 0 {
-                    // Nothing to change on the endpoint.
-                    self.finish(&mut d, a.keep)?;
-                    return Ok((AttemptEffect::Acknowledged, false));
-                }
-                ep.failure_count = 0;
-                AttemptEffect::Acknowledged
-            }
-            (Some(_), Some(at)) => {
-                d.next_attempt_at = Some(at);
+        let applied = apply_attempt(&mut d, &mut ep, a);
+        let disabled = applied.disabled();
+        match applied {
+            Applied::Retry => {
                 self.schedule(&d)?;
-                return Ok((AttemptEffect::Retry, false));
+                Ok((AttemptEffect::Retry, false))
             }
-            (Some(_), None) => {
-                d.status = DeliveryStatus::Failed;
-                // Attempts in flight when the endpoint was disabled do not
-                // count: the counter says what led to the disable.
-                if ep.enabled {
-                    ep.failure_count += 1;
+            Applied::Finished { effect, endpoint_changed } => {
+                self.finish(&mut d, a.keep)?;
+                if endpoint_changed {
+                    self.put_endpoint(&ep)?;
                 }
-                AttemptEffect::Failed { disabled: ep.enabled && ep.failure_count >= a.disable_after }
+                Ok((effect, disabled))
             }
-        };
-        self.finish(&mut d, a.keep)?;
-        let disabled = effect == AttemptEffect::Failed { disabled: true };
-        if disabled {
-            // Its pending deliveries are cancelled by the dispatcher as they
-            // come due (in small batches, never one huge commit).
-            ep.enabled = false;
-            ep.disabled_at = Some(a.at);
-            ep.disabled_reason = Some(format!(
-                "{} consecutive failed deliveries (last: {})",
-                ep.failure_count,
-                a.error.as_deref().unwrap_or("unknown error")
-            ));
-            ep.updated_at = a.at;
         }
-        self.put_endpoint(&ep)?;
-        Ok((effect, disabled))
     }
 }
 

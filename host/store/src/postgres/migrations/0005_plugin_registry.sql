@@ -1,4 +1,4 @@
--- Gatehouse store, schema version 2: the plugin registry's final shape. The
+-- Gatehouse store, schema version 5: the plugin registry's final shape. The
 -- `plugins` table of version 1 was never written; it is replaced by
 -- `plugin_versions`, whose `record` holds the version's metadata as JSON
 -- text (name, kind, checks, owner group, ...), as the other tables keep

@@ -1,0 +1,401 @@
+//! Three `gatehouse serve` hosts on one throwaway PostgreSQL, behind no
+//! balancer (each test picks the host): every promise of a single host holds
+//! across the fleet. One cluster for the file, one database per case; the
+//! cases run in order in one test (the last stops and restarts PostgreSQL,
+//! then the audit chain written by all of them is verified).
+//!
+//! Runtime: about 90 s on a two-core machine (three hosts start per case; the
+//! outage cases wait for health to turn and back, the killed host's delivery
+//! for its lease to lapse).
+
+use std::time::{Duration, Instant};
+
+use gatehouse_tests::mock_upstream::MockUpstream;
+use gatehouse_tests::server::admin_key_for;
+use gatehouse_tests::{Server, TempPostgres};
+use reqwest::Method;
+use serde_json::{Value, json};
+
+/// The hosts of one fleet, all with the same admin key.
+struct Fleet {
+    hosts: Vec<Server>,
+}
+
+impl Fleet {
+    /// Start `n` hosts on a new database of `pg`, with one bootstrap admin key.
+    fn start(pg: &TempPostgres, db: &str, n: usize, extra: &str) -> Fleet {
+        let url = pg.create_database(db);
+        let admin = admin_key_for(&format!("fleet{db}"));
+        // All at once, as an orchestrator starts them: one registers the
+        // bootstrap admin key, the others find it.
+        let starting: Vec<_> = (0..n)
+            .map(|_| {
+                let (url, admin, extra) = (url.clone(), admin.clone(), extra.to_owned());
+                std::thread::spawn(move || {
+                    Server::builder()
+                        .toml(&format!("[store]\nbackend = \"postgres\"\npool_size = 8\n{extra}"))
+                        .env("GATEHOUSE_DATABASE_URL", &url)
+                        .env("GATEHOUSE_BOOTSTRAP_ADMIN_KEY", &admin)
+                        .start()
+                })
+            })
+            .collect();
+        let hosts = starting
+            .into_iter()
+            .map(|s| {
+                let mut host = s.join().expect("a host started");
+                host.admin_key = admin.clone();
+                host
+            })
+            .collect();
+        Fleet { hosts }
+    }
+
+    fn host(&self, i: usize) -> &Server {
+        &self.hosts[i]
+    }
+}
+
+fn chat_body(prompt: &str) -> Value {
+    json!({"index": "Zero-Knowledge", "model": "echo/default", "prompt": prompt})
+}
+
+async fn send_chat(host: &Server, key: &str, body: &Value) -> u16 {
+    host.client.post(host.url("/chat/completions")).bearer_auth(key).json(body).send().await.expect("send").status().as_u16()
+}
+
+/// The usage row of a key (`requests`, tokens), as any host reads it.
+async fn key_usage(host: &Server, key_id: &str) -> Value {
+    let usage: Value = host.admin(Method::GET, "/api/admin/usage").send().await.expect("usage").json().await.expect("json");
+    usage["data"]["keys"].as_array().and_then(|k| k.iter().find(|k| k["id"] == key_id).cloned()).unwrap_or(Value::Null)
+}
+
+async fn limit_100_with_3_hosts_and_50_clients_each_admits_exactly_100(pg: &TempPostgres) {
+    let fleet = Fleet::start(pg, "limits", 3, "");
+    let (_user, key, key_id) = fleet.host(0).create_key(json!({"name": "busy", "limits": {"perDay": 100}})).await;
+    let mut clients = Vec::new();
+    for h in 0..3 {
+        for c in 0..50 {
+            let (host_url, client, key) = (fleet.host(h).url("/chat/completions"), fleet.host(h).client.clone(), key.clone());
+            clients.push(async move {
+                let mut statuses = Vec::new();
+                for r in 0..2 {
+                    let body = chat_body(&format!("client {h}/{c} request {r}"));
+                    let resp = client.post(&host_url).bearer_auth(&key).json(&body).send().await.expect("send");
+                    statuses.push(resp.status().as_u16());
+                }
+                statuses
+            });
+        }
+    }
+    let statuses: Vec<u16> = futures::future::join_all(clients).await.into_iter().flatten().collect();
+    assert_eq!(statuses.len(), 300);
+    let admitted = statuses.iter().filter(|s| **s == 200).count();
+    let refused = statuses.iter().filter(|s| **s == 429).count();
+    assert_eq!((admitted, refused), (100, 200), "exactly the limit is admitted across the hosts: {statuses:?}");
+    // Billed once per admitted request, whichever host served it.
+    assert_eq!(key_usage(fleet.host(2), &key_id).await["requests"], 100);
+    // api:limit_reached (and its audit record) once for the whole fleet.
+    let reached = fleet.host(1).audit_total("type=rate_limit").await;
+    assert_eq!(reached, 1, "the first refusal is reported once, whichever host refused");
+    let events: Value = fleet
+        .host(0)
+        .admin(Method::GET, "/api/admin/events?type=api:limit_reached")
+        .send()
+        .await
+        .expect("events")
+        .json()
+        .await
+        .expect("json");
+    assert_eq!(events["data"].as_array().map(Vec::len), Some(1), "{events}");
+}
+
+async fn an_idempotent_duplicate_on_two_hosts_at_once_runs_and_is_billed_once(pg: &TempPostgres) {
+    let mock = MockUpstream::start().await;
+    let provider = format!("[providers.openai]\nplugin = \"provider-openai\"\nbase_url = \"{}\"\n", mock.openai_base_url());
+    let fleet = Fleet::start(pg, "idempotency", 3, &provider);
+    let (_user, key, key_id) = fleet.host(0).create_key(json!({"name": "retrier"})).await;
+    // The upstream takes a while, so the duplicate arrives while the first is in flight.
+    let body = json!({"index": "Zero-Knowledge", "model": "openai/slow-800-a", "prompt": "pay once"});
+    let send = |host: &Server| {
+        host.client.post(host.url("/chat/completions")).bearer_auth(&key).header("Idempotency-Key", "fleet-dup-1").json(&body).send()
+    };
+    let (a, c) = tokio::join!(send(fleet.host(0)), send(fleet.host(2)));
+    let (a, c) = (a.expect("host A"), c.expect("host C"));
+    assert_eq!((a.status().as_u16(), c.status().as_u16()), (200, 200));
+    let (a, c): (Value, Value) = (a.json().await.expect("json"), c.json().await.expect("json"));
+    assert_eq!(a, c, "the duplicate gets the stored answer");
+    assert_eq!(mock.request_count(), 1, "executed once across the fleet");
+    assert_eq!(key_usage(fleet.host(1), &key_id).await["requests"], 1, "billed once");
+}
+
+async fn a_key_revoked_on_host_a_is_refused_on_host_c_within_the_bound(pg: &TempPostgres) {
+    let fleet = Fleet::start(pg, "revoke", 3, "");
+    let (_user, key, key_id) = fleet.host(0).create_key(json!({"name": "to revoke"})).await;
+    // Host C knows the key (its cache holds it).
+    assert_eq!(send_chat(fleet.host(2), &key, &chat_body("before")).await, 200);
+    let revoked = fleet.host(0).admin(Method::POST, &format!("/api/admin/keys/{key_id}/revoke")).send().await.expect("revoke");
+    assert_eq!(revoked.status().as_u16(), 200);
+    let at = Instant::now();
+    // The stated bound: 1 s (a notification, or the cache's TTL).
+    let bound = Duration::from_secs(1);
+    loop {
+        let status = send_chat(fleet.host(2), &key, &chat_body("after")).await;
+        if status == 401 {
+            break;
+        }
+        assert_eq!(status, 200);
+        assert!(at.elapsed() < bound + Duration::from_millis(500), "host C still accepts the key after {:?}", at.elapsed());
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(at.elapsed() < bound, "refused after {:?}, the bound is {bound:?}", at.elapsed());
+}
+
+/// A webhook receiver on loopback that records each delivery id and, while
+/// `hold` is set, never answers (the sender is left holding the delivery).
+#[derive(Clone, Default)]
+struct Receiver {
+    ids: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    hold: std::sync::Arc<std::sync::atomic::AtomicBool>,
+}
+
+impl Receiver {
+    async fn start(self) -> String {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind receiver");
+        let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
+        let app = axum::Router::new().fallback(move |headers: axum::http::HeaderMap| {
+            let me = self.clone();
+            async move {
+                let id = headers.get("x-gatehouse-delivery").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+                me.ids.lock().expect("lock").push(id);
+                if me.hold.load(std::sync::atomic::Ordering::SeqCst) {
+                    std::future::pending::<()>().await;
+                }
+                axum::http::StatusCode::OK
+            }
+        });
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        url
+    }
+
+    async fn wait_for(&self, n: usize, within: Duration) -> Vec<String> {
+        let deadline = Instant::now() + within;
+        loop {
+            let ids = self.ids.lock().expect("lock").clone();
+            if ids.len() >= n {
+                return ids;
+            }
+            assert!(Instant::now() < deadline, "expected {n} delivery attempts within {within:?}, got {ids:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// The process id in the lease owner's name (`pid-<pid>-<random>`) of an endpoint.
+fn lease_owner_pid(pg: &TempPostgres, db: &str, endpoint: &str) -> Option<u32> {
+    let out = pg.psql(db, &format!("SELECT lease_owner FROM webhook_cursors WHERE endpoint_id = '{endpoint}' AND lease_until > now()"));
+    let owner = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    owner.strip_prefix("pid-")?.split('-').next()?.parse().ok()
+}
+
+async fn a_host_killed_holding_a_delivery_has_it_delivered_by_another_with_the_same_id(pg: &TempPostgres) {
+    let receiver = Receiver::default();
+    receiver.hold.store(true, std::sync::atomic::Ordering::SeqCst);
+    let url = receiver.clone().start().await;
+    let mut fleet = Fleet::start(pg, "webhooks", 3, "[webhooks]\nallow_private = true\npoll_interval_ms = 200\n");
+    let created: Value = fleet
+        .host(0)
+        .admin(Method::POST, "/api/admin/webhooks")
+        .json(&json!({"url": url, "events": ["webhook:test"], "description": "fleet receiver"}))
+        .send()
+        .await
+        .expect("create endpoint")
+        .json()
+        .await
+        .expect("json");
+    let endpoint = created["data"]["endpoint"]["id"].as_str().unwrap_or_else(|| panic!("{created}")).to_owned();
+    // One host's dispatcher owns the endpoint's deliveries.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let owner = loop {
+        if let Some(pid) = lease_owner_pid(pg, "webhooks", &endpoint)
+            && let Some(i) = fleet.hosts.iter().position(|h| h.pid() == Some(pid))
+        {
+            break i;
+        }
+        assert!(Instant::now() < deadline, "no host took the endpoint's lease");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    // Queued through another host; the owner sends it, and the receiver keeps it waiting.
+    let queued: Value = fleet
+        .host((owner + 1) % 3)
+        .admin(Method::POST, &format!("/api/admin/webhooks/{endpoint}/test"))
+        .send()
+        .await
+        .expect("test delivery")
+        .json()
+        .await
+        .expect("json");
+    let delivery = queued["data"]["deliveryId"].as_str().unwrap_or_else(|| panic!("{queued}")).to_owned();
+    assert_eq!(receiver.wait_for(1, Duration::from_secs(10)).await, std::slice::from_ref(&delivery), "the owner sent it");
+
+    fleet.hosts[owner].kill9();
+    receiver.hold.store(false, std::sync::atomic::Ordering::SeqCst);
+    // Within the lease (10 s) and a look or two, another host sends it again, with the same id.
+    let ids = receiver.wait_for(2, Duration::from_secs(25)).await;
+    assert_eq!(ids[1], delivery, "the same delivery id: {ids:?}");
+    let survivor = fleet.host((owner + 1) % 3);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let v: Value = survivor
+            .admin(Method::GET, &format!("/api/admin/webhooks/{endpoint}/deliveries"))
+            .send()
+            .await
+            .expect("deliveries")
+            .json()
+            .await
+            .expect("json");
+        let status =
+            v["data"]["deliveries"].as_array().and_then(|d| d.iter().find(|d| d["id"] == delivery.as_str())).map(|d| d["status"].clone());
+        if status == Some(json!("succeeded")) {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the delivery was not recorded as succeeded: {v}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn health(host: &Server) -> (u16, Value) {
+    match host.client.get(host.url("/health")).timeout(Duration::from_secs(10)).send().await {
+        Ok(r) => (r.status().as_u16(), r.json().await.unwrap_or(Value::Null)),
+        Err(e) => panic!("/health did not answer: {e}"),
+    }
+}
+
+async fn wait_health(host: &Server, want: u16) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let (status, body) = health(host).await;
+        if status == want {
+            return body;
+        }
+        assert!(Instant::now() < deadline, "/health stayed {status}: {body}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn postgres_stopped_and_restarted_under_load_loses_nothing_acknowledged(pg: &mut TempPostgres) -> Fleet {
+    let fleet = Fleet::start(pg, "outage", 3, "");
+    let (_user, key, key_id) = fleet.host(0).create_key(json!({"name": "steady"})).await;
+    let stop = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    // Load on every host: chat requests, counted as acknowledged when answered 200.
+    let load: Vec<_> = (0..3)
+        .map(|h| {
+            let (url, client, key, stop) =
+                (fleet.host(h).url("/chat/completions"), fleet.host(h).client.clone(), key.clone(), stop.clone());
+            async move {
+                let mut acknowledged = 0u64;
+                while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                    let resp =
+                        client.post(&url).bearer_auth(&key).json(&chat_body("under load")).timeout(Duration::from_secs(15)).send().await;
+                    match resp {
+                        Ok(r) if r.status() == 200 => acknowledged += 1,
+                        Ok(r) => assert!(r.status().is_server_error(), "an outage answers 5xx, not {}", r.status()),
+                        Err(_) => {}
+                    }
+                    tokio::time::sleep(Duration::from_millis(10)).await;
+                }
+                acknowledged
+            }
+        })
+        .collect();
+    let load = futures::future::join_all(load);
+    let outage = async {
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        pg.stop();
+        for h in 0..3 {
+            let body = wait_health(fleet.host(h), 503).await;
+            assert_eq!(body["status"], "degraded", "{body}");
+        }
+        pg.restart();
+        for h in 0..3 {
+            wait_health(fleet.host(h), 200).await;
+        }
+        // Some load after the recovery too.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        stop.store(true, std::sync::atomic::Ordering::Relaxed);
+    };
+    let (acknowledged, ()) = tokio::join!(load, outage);
+    let acknowledged: u64 = acknowledged.into_iter().sum();
+    assert!(acknowledged > 0, "no request was served around the outage");
+    // Every acknowledged request is billed; a request that failed may have been too (its commit's answer was lost).
+    let billed = key_usage(fleet.host(1), &key_id).await["requests"].as_u64().expect("usage row");
+    assert!(billed >= acknowledged, "{acknowledged} answered 200 but {billed} billed");
+    // The hosts serve again without a restart.
+    for h in 0..3 {
+        assert_eq!(send_chat(fleet.host(h), &key, &chat_body("after the outage")).await, 200, "host {h}");
+    }
+    fleet
+}
+
+async fn a_host_started_while_postgres_is_down_answers_degraded_and_serves_once_it_returns(pg: &mut TempPostgres) {
+    let url = pg.create_database("late");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("free port").local_addr().expect("addr").port();
+    let admin = admin_key_for("fleetlate");
+    pg.stop();
+    let starting = {
+        let admin = admin.clone();
+        // `start` returns once the host serves, which needs the database.
+        std::thread::spawn(move || {
+            Server::builder()
+                .toml("[store]\nbackend = \"postgres\"\n")
+                .env("GATEHOUSE_DATABASE_URL", &url)
+                .env("GATEHOUSE_LISTEN", &format!("127.0.0.1:{port}"))
+                .env("GATEHOUSE_BOOTSTRAP_ADMIN_KEY", &admin)
+                .start()
+        })
+    };
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(5)).build().expect("client");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let body = loop {
+        if let Ok(r) = client.get(format!("http://127.0.0.1:{port}/health")).send().await {
+            assert_eq!(r.status().as_u16(), 503, "health while the database is away");
+            break r.json::<Value>().await.expect("json");
+        }
+        assert!(Instant::now() < deadline, "the waiting host never answered /health");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert_eq!(body["status"], "degraded", "{body}");
+    let chat = client.post(format!("http://127.0.0.1:{port}/chat/completions")).bearer_auth(&admin).json(&chat_body("early")).send().await;
+    let chat = chat.expect("an answer while waiting");
+    assert_eq!(chat.status().as_u16(), 503);
+    assert!(chat.headers().contains_key("retry-after"));
+    // Still trying a few seconds on: the host did not exit.
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(!starting.is_finished(), "the host gave up or started without its database");
+    pg.restart();
+    let mut host = tokio::task::spawn_blocking(move || starting.join().expect("the host started")).await.expect("join");
+    host.admin_key = admin;
+    assert_eq!(wait_health(&host, 200).await["status"], "ok");
+    let (_user, key, _id) = host.create_key(json!({"name": "late"})).await;
+    assert_eq!(send_chat(&host, &key, &chat_body("now")).await, 200);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn three_hosts_on_one_postgres_keep_every_promise() {
+    let mut pg = TempPostgres::start();
+    limit_100_with_3_hosts_and_50_clients_each_admits_exactly_100(&pg).await;
+    an_idempotent_duplicate_on_two_hosts_at_once_runs_and_is_billed_once(&pg).await;
+    a_key_revoked_on_host_a_is_refused_on_host_c_within_the_bound(&pg).await;
+    a_host_killed_holding_a_delivery_has_it_delivered_by_another_with_the_same_id(&pg).await;
+    let fleet = postgres_stopped_and_restarted_under_load_loses_nothing_acknowledged(&mut pg).await;
+    a_host_started_while_postgres_is_down_answers_degraded_and_serves_once_it_returns(&mut pg).await;
+    // After all that, the one chain the three hosts wrote verifies (from any of them).
+    for h in 0..3 {
+        let v: Value =
+            fleet.host(h).admin(Method::GET, "/api/admin/audit/verify").send().await.expect("verify").json().await.expect("json");
+        assert_eq!(v["data"]["ok"], true, "host {h}: {v}");
+        assert!(v["data"]["records"].as_u64().expect("records") > 3, "{v}");
+    }
+}
