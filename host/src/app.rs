@@ -11,13 +11,46 @@ use crate::config::Config;
 use gatehouse_store::Store;
 
 /// Everything a handler may need: one `Arc`, so the clones axum makes per
-/// request (state extractor, each middleware) are one reference count each.
+/// request (state extractor, each middleware) are one reference count each
+/// (and one more for the plugin registry's wiring).
 #[derive(Clone)]
-pub struct AppState(Arc<Shared>);
+pub struct AppState(Arc<Shared>, Arc<Registry>);
+
+/// The plugin registry this host publishes to and loads from, or why there is none.
+pub type Registry = Result<Arc<crate::reload::RegistrySync>, String>;
 
 impl AppState {
+    /// The state, with the embedded plugin registry (`plugins.redb` in the data
+    /// dir) loaded into the plugin runtime and followed from now on. A host on
+    /// PostgreSQL needs the fleet's registry ([`Backend::plugin_registry`] with
+    /// [`AppState::with_registry`]): a registry of its own would split the fleet,
+    /// so without it this host has none (publishing answers 503).
     pub fn new(shared: Shared) -> Self {
-        AppState(Arc::new(shared))
+        let registry = match shared.config().store.backend {
+            crate::config::StoreBackend::Redb => gatehouse_store::redb::registry::RedbRegistry::open(&shared.config().data_dir)
+                .map(|r| Arc::new(r) as Arc<dyn gatehouse_store::registry::PluginRegistry>)
+                .map_err(|e| format!("{e:#}")),
+            crate::config::StoreBackend::Postgres => {
+                Err("the fleet's plugin registry is not wired to this server (start it with AppState::with_registry)".to_owned())
+            }
+        };
+        Self::with_registry(shared, registry)
+    }
+
+    /// The state with a given plugin registry (a fleet's: the PostgreSQL
+    /// store itself). Loads the published plugins before it returns, so a host
+    /// serves them from its first request, then follows the registry's changes.
+    pub fn with_registry(shared: Shared, registry: Result<Arc<dyn gatehouse_store::registry::PluginRegistry>, String>) -> Self {
+        let registry = registry.map(|r| crate::reload::RegistrySync::start(r, shared.plugins.clone()));
+        if let Err(e) = &registry {
+            tracing::error!(error = %e, "no plugin registry: published plugins are not loaded and publishing answers 503");
+        }
+        AppState(Arc::new(shared), Arc::new(registry))
+    }
+
+    /// The plugin registry, or why there is none.
+    pub fn registry(&self) -> &Registry {
+        &self.1
     }
 }
 
@@ -110,6 +143,17 @@ impl Backend {
     fn may_heal(e: &anyhow::Error) -> bool {
         use gatehouse_store::postgres::MigrateError;
         matches!(e.downcast_ref::<MigrateError>(), Some(MigrateError::Pool(_) | MigrateError::Database(_)))
+    }
+
+    /// The plugin registry of this store: the PostgreSQL store itself (one for
+    /// the fleet), or `plugins.redb` in the data dir.
+    pub fn plugin_registry(&self, data_dir: &std::path::Path) -> Result<Arc<dyn gatehouse_store::registry::PluginRegistry>, String> {
+        match self {
+            Backend::Redb(_) => gatehouse_store::redb::registry::RedbRegistry::open(data_dir)
+                .map(|r| Arc::new(r) as Arc<dyn gatehouse_store::registry::PluginRegistry>)
+                .map_err(|e| format!("{e:#}")),
+            Backend::Postgres(s) => Ok(s.clone()),
+        }
     }
 
     pub fn store(&self) -> Arc<dyn Store> {

@@ -50,10 +50,35 @@ pub enum Command {
         #[command(subcommand)]
         action: PluginsAction,
     },
+    /// Work with a plugin of your own: publish it to a running server's plugin registry.
+    Plugin {
+        #[command(subcommand)]
+        action: PluginAction,
+    },
     /// Manage the PostgreSQL database of a fleet (`[store] backend = "postgres"`).
     Db {
         #[command(subcommand)]
         action: DbAction,
+    },
+}
+
+/// The admin key of `plugin publish` comes from this variable, never from an argument (arguments are visible to every user of the machine).
+pub const API_KEY_ENV: &str = "GATEHOUSE_API_KEY";
+
+#[derive(Debug, Subcommand)]
+pub enum PluginAction {
+    /// Upload a component to a server's plugin registry (`POST /api/admin/plugins`): checked there,
+    /// stored as the next version of its name, and loaded by every host of the store. The admin key
+    /// is read from GATEHOUSE_API_KEY.
+    Publish {
+        /// The component file (`.wasm`).
+        file: PathBuf,
+        /// The server, e.g. `http://127.0.0.1:8080`.
+        #[arg(long, env = "GATEHOUSE_URL")]
+        url: String,
+        /// Store it as the shadow version instead of making it active.
+        #[arg(long)]
+        shadow: bool,
     },
 }
 
@@ -198,6 +223,7 @@ pub async fn run_offline(cmd: Command, bundled: gatehouse_plugin_host::Bundled) 
                     let source = match &p.source {
                         gatehouse_plugin_host::Source::Bundled => "bundled".to_owned(),
                         gatehouse_plugin_host::Source::File(f) => f.display().to_string(),
+                        gatehouse_plugin_host::Source::Published { version } => format!("published version {version}"),
                     };
                     println!("{:<22} {:<10} {:<12} {:>9}  {:<16}  {source}", p.name, p.kind.as_str(), p.version, p.size, &p.sha256[..16]);
                 }
@@ -217,6 +243,7 @@ pub async fn run_offline(cmd: Command, bundled: gatehouse_plugin_host::Bundled) 
                 }
             }
         },
+        Command::Plugin { action: PluginAction::Publish { file, url, shadow } } => publish(&file, &url, shadow).await,
         Command::Db { action: DbAction::Migrate(c) } => {
             let cfg = load(&c)?;
             if cfg.store.backend != crate::config::StoreBackend::Postgres {
@@ -249,6 +276,47 @@ pub async fn run_offline(cmd: Command, bundled: gatehouse_plugin_host::Bundled) 
             Ok(if report.ok { 0 } else { 1 })
         }
     }
+}
+
+/// `gatehouse plugin publish`: upload, then print what the server stored and whether it serves there.
+async fn publish(file: &std::path::Path, url: &str, shadow: bool) -> anyhow::Result<i32> {
+    let key = std::env::var(API_KEY_ENV)
+        .map_err(|_| anyhow::anyhow!("set {API_KEY_ENV} to an admin API key (it is never taken as an argument)"))?;
+    let bytes = std::fs::read(file).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", file.display()))?;
+    let endpoint = format!("{}/api/admin/plugins{}", url.trim_end_matches('/'), if shadow { "?state=shadow" } else { "" });
+    let response = reqwest::Client::builder()
+        .build()?
+        .post(&endpoint)
+        .bearer_auth(key)
+        .header(reqwest::header::CONTENT_TYPE, "application/wasm")
+        .body(bytes)
+        .send()
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot reach {endpoint}: {e}"))?;
+    let status = response.status();
+    let body: serde_json::Value = response.json().await.unwrap_or_default();
+    if !status.is_success() {
+        let message = body["error"]["message"].as_str().unwrap_or("no message");
+        eprintln!("not published ({status}): {message}");
+        return Ok(1);
+    }
+    let p = &body["data"]["plugin"];
+    println!(
+        "published {} version {} ({}, {} bytes, sha256 {}) as {}",
+        p["name"].as_str().unwrap_or("?"),
+        p["version"],
+        p["kind"].as_str().unwrap_or("?"),
+        p["size"],
+        p["sha256"].as_str().unwrap_or("?"),
+        p["state"].as_str().unwrap_or("?"),
+    );
+    let here = &body["data"]["thisHost"];
+    if here["serving"] == true {
+        println!("serving on {url} under the name {}", p["name"].as_str().unwrap_or("?"));
+    } else if let Some(e) = here["registryError"].as_str() {
+        println!("stored, but {url} did not load it: {e}");
+    }
+    Ok(0)
 }
 
 /// The PostgreSQL settings of a `db` command; a config on redb is an error that says what to set.

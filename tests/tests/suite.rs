@@ -49,6 +49,8 @@ mod plugins;
 mod policy_selection;
 #[path = "rag.rs"]
 mod rag;
+#[path = "registry.rs"]
+mod registry;
 #[path = "security.rs"]
 mod security;
 #[path = "tenant_policy.rs"]

@@ -29,6 +29,7 @@ pub mod folder;
 pub mod metrics;
 mod outbound;
 pub mod plugin;
+mod published;
 mod state;
 mod watcher;
 
@@ -43,6 +44,7 @@ use serde::Serialize;
 pub use config::{PluginSettings, PluginsConfig};
 pub use engine::PROVIDER_SESSIONS;
 pub use plugin::{Kind, Plugin, PluginError, PluginSummary, Source};
+pub use published::ActiveVersion;
 
 /// Components that ship inside the binary: (crate name, component bytes).
 pub type Bundled = &'static [(&'static str, &'static [u8])];
@@ -235,6 +237,8 @@ pub struct PluginRuntime {
     bundled: BTreeMap<String, Arc<Plugin>>,
     /// The watched folder: each file's state and what it serves.
     folder: std::sync::Mutex<folder::Folder<Plugin>>,
+    /// The plugin registry's active versions (locked after `folder` when both are).
+    published: std::sync::Mutex<published::Published>,
     current: ArcSwap<Registry>,
     dir: PathBuf,
     events: Arc<dyn PluginEventSink>,
@@ -283,6 +287,7 @@ impl PluginRuntime {
             current: ArcSwap::from_pointee(Registry { plugins: bundled.clone() }),
             bundled,
             folder: std::sync::Mutex::new(folder::Folder::new(dir.clone())),
+            published: Default::default(),
             dir,
             events,
         });
@@ -319,7 +324,8 @@ impl PluginRuntime {
             // Files refused by the old size limit are looked at again at the next scan.
             folder.recheck_refused();
         }
-        let loaded = self.bundled.values().chain(folder.served().map(|(_, (_, p))| p));
+        let published = self.published.lock().unwrap_or_else(|p| p.into_inner());
+        let loaded = self.bundled.values().chain(published.serving.values()).chain(folder.served().map(|(_, (_, p))| p));
         let mut changed: Vec<String> = loaded.filter(|p| p.regrant(self.loader.grants(&p.name))).map(|p| p.name.clone()).collect();
         changed.sort();
         changed.dedup();
@@ -343,11 +349,8 @@ impl PluginRuntime {
         let mut folder = self.folder.lock().unwrap_or_else(|p| p.into_inner());
         let report = folder.scan(&rules, |bytes, path| self.loader.load(bytes, Source::File(path.to_path_buf())));
         if report.changed {
-            let mut plugins = self.bundled.clone();
-            for (name, (_, p)) in folder.served() {
-                plugins.insert(name.clone(), p.clone());
-            }
-            self.current.store(Arc::new(Registry { plugins }));
+            let published = self.published.lock().unwrap_or_else(|p| p.into_inner());
+            self.current.store(Arc::new(self.merged(&folder, &published)));
         }
         drop(folder);
         for mut c in report.changes {
@@ -420,6 +423,10 @@ impl PluginRuntime {
             if folder.previous(file).is_some() {
                 s.file_error = folder.file(file).and_then(|f| f.check_error.clone());
             }
+        }
+        drop(folder);
+        for s in list.iter_mut() {
+            self.published_notes(s);
         }
         list
     }

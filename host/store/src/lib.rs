@@ -22,6 +22,7 @@ pub mod postgres;
 pub mod receipts;
 pub mod records;
 pub mod redb;
+pub mod registry;
 pub mod usage_ledger;
 pub mod webhooks;
 

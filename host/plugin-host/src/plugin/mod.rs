@@ -91,12 +91,17 @@ pub enum PluginError {
 pub enum Source {
     /// Embedded in the binary at build time.
     Bundled,
-    /// A file of the watched folder.
+    /// A file of the watched folder (this host only).
     File(PathBuf),
+    /// A version published to the plugin registry (every host of the store).
+    Published { version: u32 },
 }
 
-/// `{"type": "bundled"}` or `{"type": "file", "path": …}`, the path escaped
-/// ([`super::folder::shown`]): one line, and any name serialises.
+/// `{"type": "bundled"}`, `{"type": "published", "version": n}` or
+/// `{"type": "file", "path": …, "hostOnly": true}`, the path escaped
+/// ([`super::folder::shown`]): one line, and any name serialises. A file
+/// serves on this host only, whatever the registry publishes: `hostOnly`
+/// says so to whoever reads a fleet's listings.
 impl Serialize for Source {
     fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
         use serde::ser::SerializeMap;
@@ -106,6 +111,11 @@ impl Serialize for Source {
             Source::File(p) => {
                 m.serialize_entry("type", "file")?;
                 m.serialize_entry("path", &super::folder::shown_path(p))?;
+                m.serialize_entry("hostOnly", &true)?;
+            }
+            Source::Published { version } => {
+                m.serialize_entry("type", "published")?;
+                m.serialize_entry("version", version)?;
             }
         }
         m.end()

@@ -45,6 +45,14 @@ pub struct PluginSummary {
     /// (this earlier version serves on).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub file_error: Option<String>,
+    /// For a plugin served from a file of the watched folder: the version
+    /// published to the registry under the same name that the file hides on this host.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub hides_published: Option<u32>,
+    /// Why the registry's active version of this name was refused on this
+    /// host (what is listed serves on instead).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub registry_error: Option<String>,
 }
 
 impl Plugin {
@@ -67,6 +75,8 @@ impl Plugin {
             faults: self.stats.faults.load(Ordering::Relaxed),
             mean_call_us: if calls == 0 { 0.0 } else { nanos as f64 / calls as f64 / 1000.0 },
             file_error: None,
+            hides_published: None,
+            registry_error: None,
         }
     }
 }

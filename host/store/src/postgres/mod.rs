@@ -16,6 +16,7 @@ mod limits;
 mod listen;
 pub mod migrate;
 mod quota;
+mod registry;
 mod store_impl;
 mod tls;
 mod usage_ledger;
@@ -79,6 +80,8 @@ pub struct PgStore {
     failure: Arc<std::sync::Mutex<Option<String>>>,
     /// The key-change listener, the quota flusher and the health probe, aborted on drop.
     tasks: Vec<tokio::task::JoinHandle<()>>,
+    /// Moves when any host writes the plugin registry (`registry::listen`).
+    registry_changes: tokio::sync::watch::Sender<u64>,
 }
 
 impl Drop for PgStore {
@@ -204,13 +207,15 @@ impl PgStore {
         let (reader_config, reader_tls) = (config.clone(), tls.clone());
         let quota_reader = quota::Reader::start(move || Box::pin(listen::connect(reader_config.clone(), reader_tls.clone())))?;
         let failure: Arc<std::sync::Mutex<Option<String>>> = Default::default();
+        let registry_changes = tokio::sync::watch::channel(0).0;
         #[expect(clippy::disallowed_methods, reason = "the handles are kept and the tasks aborted when the store is dropped")]
         let tasks = vec![
+            tokio::spawn(registry::listen(config.clone(), tls.clone(), registry_changes.clone())),
             tokio::spawn(listen::run(config, tls, KEYS_CHANNEL, keys.clone())),
             tokio::spawn(quota::flusher(pool.clone(), counts.clone())),
             tokio::spawn(probe(pool.clone(), failure.clone())),
         ];
-        Ok(PgStore { pool, keys, sealer, counts, quota_reader, failure, tasks })
+        Ok(PgStore { pool, keys, sealer, counts, quota_reader, failure, tasks, registry_changes })
     }
 
     /// The connection pool (for `postgres::migrate` and for tests).

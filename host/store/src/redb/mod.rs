@@ -7,6 +7,7 @@ mod chat;
 mod group_commit;
 mod key_cache;
 mod knowledge_bases;
+pub mod registry;
 pub mod schema;
 mod slot;
 pub mod tables;

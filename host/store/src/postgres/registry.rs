@@ -1,0 +1,195 @@
+//! [`PluginRegistry`] on PostgreSQL: the `plugin_versions` table (migration
+//! 2), shared by every host of a fleet. Each write is one transaction that
+//! takes a transaction-scoped advisory lock on the name (two hosts
+//! publishing one name number their versions one after the other) and ends
+//! with `NOTIFY gatehouse_plugins`, delivered at commit to every host's
+//! listener ([`listen`]), which moves its [`Changes`] counter.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use tokio_postgres::tls::MakeTlsConnect;
+use tokio_postgres::{AsyncMessage, NoTls, Socket, Transaction};
+use tokio_postgres_rustls::MakeRustlsConnect;
+
+use super::{PgStore, db_error, decode, encode};
+use crate::registry::{Changes, NewVersion, PluginRegistry, PluginState, PublishedPlugin, plan};
+use crate::{StoreError, StoreResult};
+
+/// NOTIFY channel of registry writes.
+pub(super) const CHANNEL: &str = "gatehouse_plugins";
+
+/// Lock the name for this transaction and read its versions, oldest first.
+async fn versions_for_update(txn: &Transaction<'_>, name: &str) -> StoreResult<Vec<PublishedPlugin>> {
+    txn.execute("SELECT pg_advisory_xact_lock(hashtextextended('plugin:' || $1, 0))", &[&name]).await.map_err(db_error)?;
+    read_versions(txn, name).await
+}
+
+async fn read_versions<C: tokio_postgres::GenericClient>(c: &C, name: &str) -> StoreResult<Vec<PublishedPlugin>> {
+    let rows = c.query("SELECT state, record FROM plugin_versions WHERE name = $1 ORDER BY version", &[&name]).await.map_err(db_error)?;
+    rows.iter().map(row_record).collect()
+}
+
+/// The record with the state column's value (the column is what the database keeps unique).
+fn row_record(row: &tokio_postgres::Row) -> StoreResult<PublishedPlugin> {
+    let mut p: PublishedPlugin = decode(row.get(1))?;
+    let state: &str = row.get(0);
+    p.state = PluginState::parse(state).ok_or_else(|| StoreError::Backend(format!("corrupt plugin state {state}")))?;
+    Ok(p)
+}
+
+/// Write state changes: demotions first, so the one-active and one-shadow indexes hold at every statement.
+async fn apply(txn: &Transaction<'_>, changed: &[PublishedPlugin]) -> StoreResult<()> {
+    let (demoted, promoted): (Vec<&PublishedPlugin>, Vec<&PublishedPlugin>) =
+        changed.iter().partition(|p| p.state == PluginState::Inactive);
+    for p in demoted.into_iter().chain(promoted) {
+        txn.execute(
+            "UPDATE plugin_versions SET state = $3, record = $4 WHERE name = $1 AND version = $2",
+            &[&p.name, &(p.version as i32), &p.state.as_str(), &encode(p)?],
+        )
+        .await
+        .map_err(db_error)?;
+    }
+    Ok(())
+}
+
+async fn notify(txn: &Transaction<'_>) -> StoreResult<()> {
+    txn.execute("SELECT pg_notify($1, '')", &[&CHANNEL]).await.map_err(db_error)?;
+    Ok(())
+}
+
+impl PgStore {
+    /// One state change of a name: lock, read, plan, apply, notify.
+    async fn registry_change(
+        &self,
+        name: &str,
+        plan: impl FnOnce(&[PublishedPlugin]) -> StoreResult<(PublishedPlugin, plan::Changed)> + Send,
+    ) -> StoreResult<PublishedPlugin> {
+        self.in_txn(async |txn| {
+            let existing = versions_for_update(txn, name).await?;
+            let (target, changed) = plan(&existing)?;
+            apply(txn, &changed).await?;
+            notify(txn).await?;
+            Ok(target)
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl PluginRegistry for PgStore {
+    async fn publish(&self, v: NewVersion) -> StoreResult<PublishedPlugin> {
+        self.in_txn(async |txn| {
+            let existing = versions_for_update(txn, &v.name).await?;
+            let (new, changed) = plan::publish(&existing, &v, chrono::Utc::now())?;
+            apply(txn, &changed).await?;
+            txn.execute(
+                "INSERT INTO plugin_versions (name, version, state, record, component) VALUES ($1, $2, $3, $4, $5)",
+                &[&new.name, &(new.version as i32), &new.state.as_str(), &encode(&new)?, &v.bytes],
+            )
+            .await
+            .map_err(db_error)?;
+            notify(txn).await?;
+            Ok(new)
+        })
+        .await
+    }
+
+    async fn versions(&self, name: &str) -> StoreResult<Vec<PublishedPlugin>> {
+        let client = self.client().await?;
+        read_versions(&**client, name).await
+    }
+
+    async fn current(&self) -> StoreResult<Vec<PublishedPlugin>> {
+        let client = self.client().await?;
+        let rows = client
+            .query("SELECT state, record FROM plugin_versions WHERE state <> 'inactive' ORDER BY name, version", &[])
+            .await
+            .map_err(db_error)?;
+        rows.iter().map(row_record).collect()
+    }
+
+    async fn component(&self, name: &str, version: u32) -> StoreResult<Option<Vec<u8>>> {
+        let client = self.client().await?;
+        let row = client
+            .query_opt("SELECT component FROM plugin_versions WHERE name = $1 AND version = $2", &[&name, &(version as i32)])
+            .await
+            .map_err(db_error)?;
+        Ok(row.map(|r| r.get(0)))
+    }
+
+    async fn activate(&self, name: &str, version: u32) -> StoreResult<PublishedPlugin> {
+        self.registry_change(name, |e| plan::activate(e, name, version)).await
+    }
+
+    async fn shadow(&self, name: &str, version: u32) -> StoreResult<PublishedPlugin> {
+        self.registry_change(name, |e| plan::shadow(e, name, version)).await
+    }
+
+    async fn rollback(&self, name: &str, to: Option<u32>) -> StoreResult<PublishedPlugin> {
+        self.registry_change(name, |e| {
+            let target = plan::rollback_target(e, name, to)?;
+            plan::activate(e, name, target)
+        })
+        .await
+    }
+
+    fn subscribe(&self) -> Changes {
+        self.registry_changes.subscribe()
+    }
+}
+
+/// Listen for registry writes of any host and move `changes`; reconnect a
+/// second after a lost connection, and move `changes` on every (re)connect,
+/// since notifications sent meanwhile were lost.
+pub(super) async fn listen(config: tokio_postgres::Config, tls: Option<MakeRustlsConnect>, changes: tokio::sync::watch::Sender<u64>) {
+    loop {
+        let result = match &tls {
+            Some(tls) => listen_once(&config, tls.clone(), &changes).await,
+            None => listen_once(&config, NoTls, &changes).await,
+        };
+        if let Err(e) = result {
+            tracing::warn!(error = %e, "the plugin-registry listener lost PostgreSQL; it reloads the published plugins when it is back");
+        }
+        tokio::time::sleep(Duration::from_secs(1)).await;
+    }
+}
+
+async fn listen_once<T>(
+    config: &tokio_postgres::Config,
+    tls: T,
+    changes: &tokio::sync::watch::Sender<u64>,
+) -> Result<(), tokio_postgres::Error>
+where
+    T: MakeTlsConnect<Socket>,
+    T::Stream: Send + 'static,
+{
+    let (client, mut connection) = config.connect(tls).await?;
+    let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(1);
+    #[expect(
+        clippy::disallowed_methods,
+        reason = "joined below; if this future is aborted the client drops with it, the connection closes and the task ends"
+    )]
+    let driver = tokio::spawn(async move {
+        loop {
+            match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
+                Some(Ok(AsyncMessage::Notification(_))) => {
+                    let _ = tx.try_send(());
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Err(e),
+                None => return Ok(()),
+            }
+        }
+    });
+    client.batch_execute(&format!("LISTEN {CHANNEL}")).await?;
+    changes.send_modify(|n| *n += 1);
+    while rx.recv().await.is_some() {
+        changes.send_modify(|n| *n += 1);
+    }
+    drop(client);
+    match driver.await {
+        Ok(result) => result,
+        Err(_) => Ok(()),
+    }
+}
