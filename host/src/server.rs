@@ -83,17 +83,22 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>, bundle
         streams: Default::default(),
         config_texts: Default::default(),
     });
-    let app = AppState::new(crate::app::Shared {
-        config: config_swap,
-        plugins: plugins.clone(),
-        limiter,
-        auth_failures: crate::auth::failures::FailureWatch::start(store_dyn.clone()),
-        store: store_dyn,
-        receipts,
-        webhooks: webhooks.clone(),
-        started,
-        chat,
-    });
+    // The plugin registry of this store: a fleet's is the PostgreSQL store itself.
+    let registry = backend.plugin_registry(&config.data_dir);
+    let app = AppState::with_registry(
+        crate::app::Shared {
+            config: config_swap,
+            plugins: plugins.clone(),
+            limiter,
+            auth_failures: crate::auth::failures::FailureWatch::start(store_dyn.clone()),
+            store: store_dyn,
+            receipts,
+            webhooks: webhooks.clone(),
+            started,
+            chat,
+        },
+        registry,
+    );
     crate::chat::policy_select::log_stored_defaults(app.store.as_ref(), app.chat.adapters.snapshot().as_ref()).await;
     plugins.watch(Duration::from_millis(app.config().plugins.reload_debounce_ms))?;
     // Index the knowledge bases in the background; queries before it finishes build their own.

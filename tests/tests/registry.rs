@@ -178,3 +178,47 @@ async fn a_host_started_later_loads_the_published_set_and_a_folder_file_wins_on_
     wait_for(&s, "answer from version a").await;
     assert_eq!(entry(&listing(&s).await, "provider-reload")["source"], json!({"type": "published", "version": 1}));
 }
+
+/// `bytes` with a custom section of `pad` bytes appended: the same component,
+/// larger (a custom section may follow any section of a component).
+fn padded(mut bytes: Vec<u8>, pad: usize) -> Vec<u8> {
+    fn leb(mut n: usize, out: &mut Vec<u8>) {
+        loop {
+            let b = (n & 0x7f) as u8;
+            n >>= 7;
+            out.push(if n == 0 { b } else { b | 0x80 });
+            if n == 0 {
+                break;
+            }
+        }
+    }
+    let name = b"padding";
+    let mut payload = Vec::new();
+    leb(name.len(), &mut payload);
+    payload.extend_from_slice(name);
+    payload.resize(payload.len() + pad, 0);
+    bytes.push(0);
+    leb(payload.len(), &mut bytes);
+    bytes.extend_from_slice(&payload);
+    bytes
+}
+
+#[tokio::test]
+async fn a_component_over_the_request_body_cap_publishes_up_to_the_folders_component_limit() {
+    let toml = format!("{}[plugins]\nmax_component_mb = 4\n", config());
+    let s = Server::builder().toml(&toml).start();
+    // 3 MiB: over `server.max_body_bytes` (2 MiB), under `plugins.max_component_mb`.
+    let (st, v) = publish(&s, padded(component(plugins::RELOAD_A), 3 << 20)).await;
+    assert_eq!(st, 201, "{v}");
+    assert_eq!(v["data"]["plugin"]["name"], "provider-reload");
+    // Declared sizes over each cap are refused before a byte of body is read:
+    // 5 MiB for the upload (over the component limit), 3 MiB for any other route.
+    for (path, bytes) in [("/api/admin/plugins", 5usize << 20), ("/api/admin/groups", 3 << 20)] {
+        let head = format!(
+            "POST {path} HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer {}\r\nContent-Type: application/octet-stream\r\nContent-Length: {bytes}\r\n\r\n",
+            s.admin_key
+        );
+        let r = gatehouse_tests::raw_http::send(&s.base_url, head.as_bytes(), Duration::from_secs(10)).await;
+        assert_eq!(r.status, Some(413), "{path}: {r:?}");
+    }
+}

@@ -30,13 +30,27 @@ use crate::auth::AuthContext;
 use crate::chat::admission;
 use crate::error::ErrorFormat;
 
+/// The route that takes a component's bytes (`POST`): its body cap is
+/// `plugins.max_component_mb`, not `server.max_body_bytes`.
+const PLUGIN_UPLOAD: &str = "/api/admin/plugins";
+
 /// Check the path, admit a chat request, then buffer the body under the caps
 /// and the deadline: the request to serve, or the answer that refuses it.
 /// Called by the authentication layer (`auth::layer`) once the caller is known.
 pub async fn take(app: &AppState, mut req: Request) -> Result<Request, Response> {
     let (max, timeout, buffered_max) = {
         let cfg = app.config();
-        (cfg.server.max_body_bytes, Duration::from_millis(cfg.server.body_read_timeout_ms), cfg.server.max_buffered_body_bytes)
+        // A component published by an admin may be as large as the watched
+        // folder accepts (an interpreted-language policy is tens of MiB).
+        let upload = req.method() == axum::http::Method::POST
+            && req.uri().path() == PLUGIN_UPLOAD
+            && req.extensions().get::<AuthContext>().is_some_and(AuthContext::is_admin);
+        let max = if upload {
+            cfg.server.max_body_bytes.max((cfg.plugins.max_component_mb as usize).saturating_mul(1024 * 1024))
+        } else {
+            cfg.server.max_body_bytes
+        };
+        (max, Duration::from_millis(cfg.server.body_read_timeout_ms), cfg.server.max_buffered_body_bytes)
     };
     let format = ErrorFormat::for_path(req.uri().path());
     if percent_encoding::percent_decode_str(req.uri().path()).decode_utf8().is_err() {

@@ -71,7 +71,13 @@ fn routes(app: &AppState) -> OpenApiRouter<AppState> {
 
 /// Build the router. Layers run outermost first: request id and metrics, body limit, then authentication and body intake.
 pub fn router(app: AppState) -> Router {
-    let max_body = app.config().server.max_body_bytes;
+    // The extractors' outer bound: the intake layer caps each route's body as
+    // it arrives (`server.max_body_bytes`, or `plugins.max_component_mb` for a
+    // component upload), so this only has to let the largest of them through.
+    let max_body = {
+        let cfg = app.config();
+        cfg.server.max_body_bytes.max((cfg.plugins.max_component_mb as usize).saturating_mul(1024 * 1024))
+    };
     let (router, mut doc) = routes(&app).split_for_parts();
     overview::start(&app);
     indexes::start(&app);
