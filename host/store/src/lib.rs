@@ -50,6 +50,13 @@ pub enum StoreError {
     Conflict(String),
     #[error("storage failure: {0}")]
     Backend(String),
+    /// The database cannot be reached (PostgreSQL down, refusing connections,
+    /// or a connection lost mid-request). Nothing was committed that the caller
+    /// was told about; the same call may succeed once the database is back, so
+    /// the host answers 503 with `Retry-After`, not 500. The embedded redb
+    /// store never raises it: its failures are the host's own disk.
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
