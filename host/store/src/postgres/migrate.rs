@@ -13,8 +13,11 @@ use tokio_postgres::GenericClient;
 const LOCK_ID: i64 = 0x6761_7465_686f_7573;
 
 /// (version, name, SQL), in order; versions start at 1 and have no gaps.
-pub const MIGRATIONS: &[(i32, &str, &str)] =
-    &[(1, "initial", include_str!("migrations/0001_initial.sql")), (2, "fleet_limits", include_str!("migrations/0002_fleet_limits.sql"))];
+pub const MIGRATIONS: &[(i32, &str, &str)] = &[
+    (1, "initial", include_str!("migrations/0001_initial.sql")),
+    (2, "fleet_limits", include_str!("migrations/0002_fleet_limits.sql")),
+    (3, "receipt_keys", include_str!("migrations/0003_receipt_keys.sql")),
+];
 
 /// The newest schema version this binary knows.
 pub fn latest() -> i32 {

@@ -15,6 +15,7 @@ mod limits;
 mod listen;
 pub mod migrate;
 mod quota;
+mod receipt_keys;
 mod store_impl;
 mod tls;
 mod webhooks;
