@@ -4,9 +4,9 @@
 //! cases run in order in one test (the last stops and restarts PostgreSQL,
 //! then the audit chain written by all of them is verified).
 //!
-//! Runtime: about 90 s on a two-core machine (three hosts start per case; the
-//! outage cases wait for health to turn and back, the killed host's delivery
-//! for its lease to lapse).
+//! Runtime: 70 to 105 s on the shared two-core machine (three hosts start per
+//! case; the outage cases wait for health to turn and back, the killed host's
+//! delivery for its lease to lapse; the two-cycle kill loop restarts a host twice).
 
 use std::time::{Duration, Instant};
 
