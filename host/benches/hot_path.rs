@@ -73,7 +73,15 @@ fn body(messages: usize, words: usize) -> Vec<u8> {
 
 fn outcome(key_id: &str) -> RequestOutcome {
     RequestOutcome {
-        usage: Some(UsageDelta { user_id: "usr_bench".into(), key_id: key_id.into(), prompt_tokens: 42, completion_tokens: 8 }),
+        usage: Some(UsageDelta {
+            user_id: "usr_bench".into(),
+            key_id: key_id.into(),
+            group_id: None,
+            model: "echo/bench".into(),
+            request_id: "req-bench".into(),
+            prompt_tokens: 42,
+            completion_tokens: 8,
+        }),
         ..Default::default()
     }
 }

@@ -9,6 +9,7 @@ pub mod raw_http;
 pub mod server;
 pub mod soak;
 pub mod sse;
+pub mod webdriver;
 pub mod windows;
 
 pub use gatehouse_pg_harness::TempPostgres;

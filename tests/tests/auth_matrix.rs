@@ -16,8 +16,10 @@ use serde_json::{Value, json};
 /// Every non-admin route with a path parameter must be here (checked below).
 const OWNED: &[&str] = &["/api/receipts/{bundle_id}"];
 
-/// Admin routes a tenant admin key may call (for its own group; the handler
-/// checks the group). Every other admin route is 403 for it.
+/// Admin routes a tenant admin key may call as the matrix calls them (no
+/// parameters). Every other admin route is 403 for it, including the usage
+/// routes: a tenant admin reads usage only by naming its own group
+/// (`admin_api::a_tenant_admin_key_…` tests that).
 const TENANT_ROUTES: &[&str] = &[];
 
 /// Fill path parameters with ids that exist nowhere, so no call changes anything.

@@ -9,7 +9,8 @@
 //! throwaway PostgreSQL that it stops and restarts, and
 //! `plugin_runtime` and `fuzz_corpora` link the host in-process (so this
 //! binary need not be rebuilt when only `host/src` changes; `plugin_runtime`
-//! also times deadlines that other tests' load would stretch).
+//! also times deadlines that other tests' load would stretch), and `console`
+//! drives a browser (its machine needs chromium and chromedriver).
 //!
 //! A new file in this folder must be added here (or to `tests/Cargo.toml`):
 //! `every_test_file_is_compiled` fails otherwise.
@@ -58,7 +59,7 @@ mod upstream_tls;
 mod webhooks;
 
 /// Test files that are binaries of their own (`[[test]]` in `tests/Cargo.toml`).
-const OWN_BINARIES: &[&str] = &["crash_safety", "fuzz_corpora", "plugin_runtime", "tenant_abuse"];
+const OWN_BINARIES: &[&str] = &["console", "crash_safety", "fuzz_corpora", "plugin_runtime", "tenant_abuse"];
 
 #[test]
 fn every_test_file_is_compiled() {

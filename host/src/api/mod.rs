@@ -3,6 +3,7 @@
 pub mod admin;
 pub mod audit_logs;
 pub mod chat;
+pub mod console;
 pub mod discovery;
 pub mod group_list;
 pub mod health;

@@ -8,7 +8,7 @@ use utoipa::OpenApi as _;
 use utoipa_axum::router::OpenApiRouter;
 use utoipa_axum::routes;
 
-use super::admin::{groups, keys, me, plugins, usage, users};
+use super::admin::{groups, indexes, keys, me, overview, plugins, usage, users};
 use super::{audit_logs, chat, discovery, group_list, health, metrics, openapi, receipts};
 use crate::app::AppState;
 use crate::error::{AdminError, ChatError, ErrorFormat, code, openai_error, text};
@@ -53,8 +53,13 @@ fn routes(app: &AppState) -> OpenApiRouter<AppState> {
         .routes(routes!(keys::get, keys::update, keys::delete))
         .routes(routes!(keys::revoke))
         .routes(routes!(usage::usage))
+        .routes(routes!(usage::series))
         .routes(routes!(me::me))
+        .routes(routes!(overview::overview))
         .routes(routes!(plugins::list))
+        .routes(routes!(indexes::create, indexes::list))
+        .routes(routes!(indexes::delete))
+        .routes(routes!(indexes::reindex))
         .routes(routes!(usage::events))
         .routes(routes!(audit_logs::verify_audit))
         // Webhooks (admin)
@@ -65,6 +70,8 @@ fn routes(app: &AppState) -> OpenApiRouter<AppState> {
 pub fn router(app: AppState) -> Router {
     let max_body = app.config().server.max_body_bytes;
     let (router, mut doc) = routes(&app).split_for_parts();
+    overview::start(&app);
+    indexes::start(&app);
     openapi::complete(&mut doc);
     openapi::publish(&doc);
     router
@@ -75,6 +82,9 @@ pub fn router(app: AppState) -> Router {
         .layer(DefaultBodyLimit::max(max_body))
         .layer(middleware::from_fn(request_id::layer))
         .with_state(app)
+        // The console's static pages: outside the authentication layer (they
+        // hold no data; every call they make needs an admin key).
+        .merge(super::console::router())
 }
 
 async fn not_found(uri: Uri) -> Response {

@@ -432,6 +432,9 @@ async fn complete(deps: &ChatDeps, ctx: &AuthContext, mut p: Prepared, mut secur
     let usage_delta = UsageDelta {
         user_id: p.bill_user.clone(),
         key_id: ctx.key.id.clone(),
+        group_id: ctx.key.group_id.clone(),
+        model: served.clone(),
+        request_id: p.request_id.clone(),
         prompt_tokens: usage.prompt_tokens,
         completion_tokens: usage.completion_tokens,
     };

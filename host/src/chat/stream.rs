@@ -286,6 +286,9 @@ impl Pump {
             usage: Some(UsageDelta {
                 user_id: self.usage_owner.0.clone(),
                 key_id: self.usage_owner.1.clone(),
+                group_id: self.ctx.key.group_id.clone(),
+                model: em.model.clone(),
+                request_id: em.rid.clone(),
                 prompt_tokens: usage.prompt_tokens,
                 completion_tokens: usage.completion_tokens,
             }),

@@ -15,12 +15,14 @@
 pub mod audit;
 pub mod fleet;
 mod key_hash;
+pub mod knowledge_bases;
 pub mod metrics;
 pub mod model;
 pub mod postgres;
 pub mod receipts;
 pub mod records;
 pub mod redb;
+pub mod usage_ledger;
 pub mod webhooks;
 
 use async_trait::async_trait;
@@ -147,6 +149,16 @@ pub trait Store: Send + Sync + 'static {
 
     /// Why the last commit failed, while commits fail (for `/health`).
     fn storage_failure(&self) -> Option<String> {
+        None
+    }
+
+    /// The per-request usage ledger's reads (a trait of their own), where the backend keeps one.
+    fn usage_ledger(&self) -> Option<&dyn usage_ledger::UsageLedger> {
+        None
+    }
+
+    /// Knowledge bases defined through the admin API (a trait of their own), where the backend keeps them.
+    fn knowledge_bases(&self) -> Option<&dyn knowledge_bases::KnowledgeBaseStore> {
         None
     }
 

@@ -27,6 +27,11 @@ impl UsageTotals {
 pub struct UsageDelta {
     pub user_id: String,
     pub key_id: String,
+    /// The key's group, for the ledger's group filter.
+    pub group_id: Option<String>,
+    /// The model that served the request.
+    pub model: String,
+    pub request_id: String,
     pub prompt_tokens: u64,
     pub completion_tokens: u64,
 }

@@ -328,6 +328,9 @@ mod cases {
                 usage: Some(UsageDelta {
                     user_id: "usr_a".into(),
                     key_id: format!("key_{i}"),
+                    group_id: None,
+                    model: "echo/test".into(),
+                    request_id: format!("req-{i}"),
                     prompt_tokens: tokens.0,
                     completion_tokens: tokens.1,
                 }),

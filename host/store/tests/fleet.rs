@@ -64,8 +64,8 @@ async fn wait_listening(s: &PgStore) {
 async fn hosts_starting_at_once_migrate_once_and_a_newer_schema_is_refused(pg: &TempPostgres) {
     // The CLI's migration of a fresh database, then of one already there.
     let fresh = pg.create_database("migrate_command");
-    let first = migrate_database(&PgOptions::new(fresh.clone())).await.expect("migrate");
     let latest = gatehouse_store::postgres::migrate::latest();
+    let first = migrate_database(&PgOptions::new(fresh.clone())).await.expect("migrate");
     assert_eq!((first.from, first.to), (0, latest));
     let again = migrate_database(&PgOptions::new(fresh)).await.expect("migrate again");
     assert_eq!((again.from, again.to), (latest, latest));
@@ -75,9 +75,9 @@ async fn hosts_starting_at_once_migrate_once_and_a_newer_schema_is_refused(pg: &
     let stores: Vec<PgStore> = concurrently(starts).await.into_iter().map(|r| r.expect("every host starts")).collect();
     let client = stores[0].pool().get().await.expect("client");
     let rows = client.query("SELECT version, name FROM schema_migrations ORDER BY version", &[]).await.expect("read");
-    let applied: Vec<(i32, String)> = rows.iter().map(|r| (r.get(0), r.get(1))).collect();
-    let names: Vec<(i32, String)> = gatehouse_store::postgres::migrate::MIGRATIONS.iter().map(|m| (m.0, m.1.to_owned())).collect();
-    assert_eq!(applied, names, "each migration applied once");
+    let every: Vec<(i32, String)> =
+        gatehouse_store::postgres::migrate::MIGRATIONS.iter().map(|(v, name, _)| (*v, (*name).to_owned())).collect();
+    assert_eq!(rows.iter().map(|r| (r.get::<_, i32>(0), r.get::<_, String>(1))).collect::<Vec<_>>(), every, "each migration once");
     let again = migrate(stores[0].pool()).await.expect("migrate again");
     assert_eq!((again.from, again.to), (latest, latest), "nothing left to do");
 
@@ -277,7 +277,15 @@ async fn one_key_billed_from_both_hosts_at_once_adds_up_one_ledger_row_per_reque
     concurrently((0..40).map(|i| {
         let host = if i % 2 == 0 { a.clone() } else { b.clone() };
         async move {
-            let usage = UsageDelta { user_id: "usr_a".into(), key_id: "key_1".into(), prompt_tokens: 3, completion_tokens: i };
+            let usage = UsageDelta {
+                user_id: "usr_a".into(),
+                key_id: "key_1".into(),
+                group_id: None,
+                model: "echo/test".into(),
+                request_id: format!("req-{i}"),
+                prompt_tokens: 3,
+                completion_tokens: i,
+            };
             host.finish_request(RequestOutcome { usage: Some(usage), ..Default::default() }).await.expect("bill")
         }
     }))

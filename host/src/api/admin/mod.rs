@@ -4,8 +4,10 @@
 //! change is audited in the same commit.
 
 pub mod groups;
+pub mod indexes;
 pub mod keys;
 pub mod me;
+pub mod overview;
 pub mod plugins;
 pub mod usage;
 pub mod users;

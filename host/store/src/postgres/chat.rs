@@ -69,8 +69,9 @@ async fn finish(txn: &Transaction<'_>, o: &RequestOutcome, sealed: Option<&Seale
     if let Some(u) = &o.usage {
         let (prompt, completion) = (u.prompt_tokens as i64, u.completion_tokens as i64);
         txn.execute(
-            "INSERT INTO usage_ledger (at, user_id, key_id, prompt_tokens, completion_tokens) VALUES (now(), $1, $2, $3, $4)",
-            &[&u.user_id, &u.key_id, &prompt, &completion],
+            "INSERT INTO usage_ledger (at, user_id, key_id, prompt_tokens, completion_tokens, group_id, model, request_id)
+             VALUES (now(), $1, $2, $3, $4, $5, $6, $7)",
+            &[&u.user_id, &u.key_id, &prompt, &completion, &u.group_id, &u.model, &u.request_id],
         )
         .await
         .map_err(db_error)?;

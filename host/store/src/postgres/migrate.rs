@@ -16,7 +16,9 @@ const LOCK_ID: i64 = 0x6761_7465_686f_7573;
 pub const MIGRATIONS: &[(i32, &str, &str)] = &[
     (1, "initial", include_str!("migrations/0001_initial.sql")),
     (2, "fleet_limits", include_str!("migrations/0002_fleet_limits.sql")),
-    (3, "receipt_keys", include_str!("migrations/0003_receipt_keys.sql")),
+    (3, "usage_ledger_detail", include_str!("migrations/0003_usage_ledger_detail.sql")),
+    (4, "knowledge_bases", include_str!("migrations/0004_knowledge_bases.sql")),
+    (5, "receipt_keys", include_str!("migrations/0005_receipt_keys.sql")),
 ];
 
 /// The newest schema version this binary knows.

@@ -11,6 +11,7 @@ mod admin;
 pub mod audit;
 mod chat;
 mod key_cache;
+mod knowledge_bases;
 mod limits;
 mod listen;
 pub mod migrate;
@@ -18,6 +19,7 @@ mod quota;
 mod receipt_keys;
 mod store_impl;
 mod tls;
+mod usage_ledger;
 mod webhooks;
 
 use std::path::PathBuf;

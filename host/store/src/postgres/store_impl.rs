@@ -23,6 +23,14 @@ impl Store for PgStore {
         self.failure.lock().unwrap_or_else(|p| p.into_inner()).clone()
     }
 
+    fn usage_ledger(&self) -> Option<&dyn crate::usage_ledger::UsageLedger> {
+        Some(self)
+    }
+
+    fn knowledge_bases(&self) -> Option<&dyn crate::knowledge_bases::KnowledgeBaseStore> {
+        Some(self)
+    }
+
     async fn create_user(&self, user: User, audit: AuditEntry) -> StoreResult<User> {
         PgStore::create_user(self, user, audit).await
     }

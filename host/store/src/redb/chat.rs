@@ -53,6 +53,7 @@ pub fn finish(txn: &WriteTransaction, o: &RequestOutcome) -> StoreResult<()> {
     if let Some(u) = &o.usage {
         let (user, key) = (format!("user/{}", u.user_id), format!("key/{}", u.key_id));
         add_usage(txn, &[&user, &key], u.prompt_tokens, u.completion_tokens)?;
+        super::usage_ledger::append(txn, u)?;
     }
     push_events(txn, &o.events)?;
     audit::append(txn, &o.audit)

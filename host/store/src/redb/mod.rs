@@ -6,9 +6,11 @@ pub mod audit;
 mod chat;
 mod group_commit;
 mod key_cache;
+mod knowledge_bases;
 pub mod schema;
 mod slot;
 pub mod tables;
+mod usage_ledger;
 mod webhooks;
 
 use std::path::{Path, PathBuf};
@@ -168,6 +170,14 @@ fn get<T: DeserializeOwned>(txn: &WriteTransaction, def: redb::TableDefinition<&
 impl Store for RedbStore {
     fn storage_failure(&self) -> Option<String> {
         self.db.failure()
+    }
+
+    fn usage_ledger(&self) -> Option<&dyn crate::usage_ledger::UsageLedger> {
+        Some(self)
+    }
+
+    fn knowledge_bases(&self) -> Option<&dyn crate::knowledge_bases::KnowledgeBaseStore> {
+        Some(self)
     }
 
     fn healthy(&self) -> bool {
