@@ -6,7 +6,6 @@ use clap::{Args, Parser, Subcommand};
 
 use crate::auth::keys::ApiKeySecret;
 use crate::config::Config;
-use gatehouse_store::Store;
 use gatehouse_store::model::AuditUser;
 use gatehouse_store::redb::RedbStore;
 
@@ -147,8 +146,20 @@ fn load(c: &ConfigArg) -> anyhow::Result<Config> {
     Ok(Config::load(c.config.as_deref())?)
 }
 
-fn open_store(cfg: &Config) -> anyhow::Result<RedbStore> {
-    RedbStore::open(&cfg.data_dir, true)
+/// The configured store (`[store] backend`), for a one-shot command. On
+/// PostgreSQL it connects once: a command reports an unreachable database
+/// instead of waiting for it as `serve` does. No receipt signer: these
+/// commands write no receipts.
+async fn open_store(cfg: &Config) -> anyhow::Result<crate::app::Backend> {
+    use crate::app::Backend;
+    use crate::config::StoreBackend;
+    Ok(match cfg.store.backend {
+        StoreBackend::Redb => Backend::Redb(std::sync::Arc::new(RedbStore::open(&cfg.data_dir, true)?)),
+        StoreBackend::Postgres => {
+            let options = Backend::pg_options(cfg)?;
+            Backend::Postgres(std::sync::Arc::new(gatehouse_store::postgres::PgStore::connect(options).await?))
+        }
+    })
 }
 
 /// Run an offline (non-server) command; returns the process exit code.
@@ -169,17 +180,17 @@ pub async fn run_offline(cmd: Command, bundled: gatehouse_plugin_host::Bundled) 
         Command::Keys { action } => match action {
             KeysAction::CreateAdmin { config, name } => {
                 let cfg = load(&config)?;
-                let store = open_store(&cfg)?;
+                let backend = open_store(&cfg).await?;
                 let secret = ApiKeySecret::generate();
-                let id = crate::bootstrap::create_admin_key(&store, &secret, &name, cli_actor()).await?;
-                store.flush().await?;
+                let id = crate::bootstrap::create_admin_key(backend.store().as_ref(), &secret, &name, cli_actor()).await?;
+                backend.flush().await?;
                 println!("created admin key {id}; it is shown only this once:\n{}", secret.expose());
                 Ok(0)
             }
             KeysAction::List(c) => {
                 let cfg = load(&c)?;
-                let store = open_store(&cfg)?;
-                for k in store.list_keys().await? {
+                let backend = open_store(&cfg).await?;
+                for k in backend.store().list_keys().await? {
                     println!(
                         "{}\t{}…\tuser={}\tadmin={}\t{}",
                         k.id,
@@ -193,7 +204,7 @@ pub async fn run_offline(cmd: Command, bundled: gatehouse_plugin_host::Bundled) 
             }
             KeysAction::Revoke { config, id } => {
                 let cfg = load(&config)?;
-                let store = open_store(&cfg)?;
+                let backend = open_store(&cfg).await?;
                 let audit = gatehouse_store::audit::Audit::new(
                     gatehouse_store::audit::kind::API_KEY_MANAGEMENT,
                     gatehouse_store::audit::category::ACCESS_CONTROL,
@@ -203,8 +214,8 @@ pub async fn run_offline(cmd: Command, bundled: gatehouse_plugin_host::Bundled) 
                 .meta("operation", "revoke_api_key")
                 .meta("targetKeyId", id.clone())
                 .build();
-                store.revoke_key(&id, audit).await?;
-                store.flush().await?;
+                backend.store().revoke_key(&id, audit).await?;
+                backend.flush().await?;
                 println!("revoked {id}");
                 Ok(0)
             }
@@ -270,8 +281,7 @@ pub async fn run_offline(cmd: Command, bundled: gatehouse_plugin_host::Bundled) 
         }
         Command::Audit { action: AuditAction::Verify(c) } => {
             let cfg = load(&c)?;
-            let store = open_store(&cfg)?;
-            let report = store.verify_audit_chain().await?;
+            let report = open_store(&cfg).await?.store().verify_audit_chain().await?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             Ok(if report.ok { 0 } else { 1 })
         }

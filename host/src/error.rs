@@ -38,6 +38,7 @@ pub mod text {
     pub const UNKNOWN_MODEL: &str = "Unknown model";
     pub const UNKNOWN_POLICY: &str = "Unknown policy";
     pub const SERVER_BUSY: &str = "Server busy";
+    pub const DATABASE_UNAVAILABLE: &str = "Database unavailable";
 }
 
 /// An error in the flat format of the chat routes.
@@ -102,8 +103,22 @@ impl ChatError {
     }
 }
 
+/// Seconds a client is told to wait while the database is unreachable: the
+/// pool retries a connection on every call, so a short wait is enough to see it back.
+pub const DATABASE_RETRY_AFTER_SECS: u64 = 2;
+
+/// What a client is told while the database is unreachable (the cause stays in the log).
+const DATABASE_UNAVAILABLE_MESSAGE: &str =
+    "the gateway cannot reach its database; nothing was recorded for this request, retry after Retry-After seconds";
+
 impl From<StoreError> for ChatError {
     fn from(e: StoreError) -> Self {
+        if let StoreError::Unavailable(cause) = &e {
+            tracing::warn!(error = %cause, "database unavailable on a chat route");
+            let mut out = ChatError::new(StatusCode::SERVICE_UNAVAILABLE, text::DATABASE_UNAVAILABLE, DATABASE_UNAVAILABLE_MESSAGE);
+            out.retry_after = Some(DATABASE_RETRY_AFTER_SECS);
+            return out;
+        }
         tracing::error!(error = %e, "store error on a chat route");
         ChatError::internal()
     }
@@ -134,6 +149,7 @@ pub mod code {
     pub const REQUEST_TIMEOUT: &str = "REQUEST_TIMEOUT";
     pub const INTERNAL_ERROR: &str = "INTERNAL_ERROR";
     pub const SERVER_BUSY: &str = "SERVER_BUSY";
+    pub const DATABASE_UNAVAILABLE: &str = "DATABASE_UNAVAILABLE";
 }
 
 /// An error in the nested format.
@@ -193,6 +209,12 @@ impl From<StoreError> for AdminError {
                 tracing::error!(error = %msg, "store error on an admin route");
                 AdminError::internal()
             }
+            StoreError::Unavailable(cause) => {
+                tracing::warn!(error = %cause, "database unavailable on an admin route");
+                let mut out = AdminError::new(StatusCode::SERVICE_UNAVAILABLE, code::DATABASE_UNAVAILABLE, DATABASE_UNAVAILABLE_MESSAGE);
+                out.retry_after = Some(DATABASE_RETRY_AFTER_SECS);
+                out
+            }
         }
     }
 }
@@ -209,11 +231,11 @@ pub struct NestedError {
 #[serde(rename_all = "camelCase")]
 pub struct NestedErrorDetail {
     /// `UNAUTHORIZED`, `INSUFFICIENT_PERMISSIONS`, `RATE_LIMIT_EXCEEDED`, `VALIDATION_ERROR`,
-    /// `NOT_FOUND`, `CONFLICT`, `PAYLOAD_TOO_LARGE`, `INTERNAL_ERROR`, or `INVALID_<PARAMETER>`.
+    /// `NOT_FOUND`, `CONFLICT`, `PAYLOAD_TOO_LARGE`, `INTERNAL_ERROR`, `DATABASE_UNAVAILABLE`, or `INVALID_<PARAMETER>`.
     #[schema(example = "VALIDATION_ERROR")]
     pub code: String,
     pub message: String,
-    /// Seconds to wait (429 only).
+    /// Seconds to wait (429, and 503 `DATABASE_UNAVAILABLE`).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub retry_after: Option<u64>,
 }
@@ -359,4 +381,31 @@ impl ErrorFormat {
 pub fn openai_error(status: StatusCode, kind: &str, code: &str, message: &str) -> Response {
     let body = json!({"error": {"message": message, "type": kind, "param": null, "code": code}});
     (status, axum::Json(body)).into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_unreachable_database_is_503_with_retry_after_in_both_formats() {
+        let chat = ChatError::from(StoreError::Unavailable("connection refused".into()));
+        assert_eq!(chat.status, StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(chat.error, text::DATABASE_UNAVAILABLE);
+        assert!(!chat.message.contains("connection refused"), "the cause stays in the log: {}", chat.message);
+        let resp = chat.into_response();
+        assert_eq!(resp.headers()[header::RETRY_AFTER], DATABASE_RETRY_AFTER_SECS.to_string().as_str());
+
+        let admin = AdminError::from(StoreError::Unavailable("connection refused".into()));
+        assert_eq!((admin.status, admin.code), (StatusCode::SERVICE_UNAVAILABLE, code::DATABASE_UNAVAILABLE));
+        let resp = admin.into_response();
+        assert_eq!(resp.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(resp.headers()[header::RETRY_AFTER], DATABASE_RETRY_AFTER_SECS.to_string().as_str());
+    }
+
+    #[test]
+    fn any_other_storage_failure_stays_500() {
+        assert_eq!(ChatError::from(StoreError::Backend("disk".into())).status, StatusCode::INTERNAL_SERVER_ERROR);
+        assert_eq!(AdminError::from(StoreError::Backend("disk".into())).status, StatusCode::INTERNAL_SERVER_ERROR);
+    }
 }

@@ -23,6 +23,9 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>, bundle
     let listener = TcpListener::bind(config.listen).await.map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", config.listen))?;
     let backend = waiting::open_store(&config, receipts.clone(), &listener).await?;
     let store_dyn: Arc<dyn gatehouse_store::Store> = backend.store();
+    // Each host signs with its own key: registered in a shared store, it is
+    // published by every host, so a receipt verifies whichever host signed it.
+    store_dyn.register_receipt_key(&receipts.published()).await?;
     let bootstrapped = match bootstrap::ensure_admin(store_dyn.as_ref()).await {
         // Hosts of a fleet starting at once with the same bootstrap key: one
         // registers it, the others find its hash taken; they now find an admin key.

@@ -2,8 +2,14 @@
 //! it at random moments, restart it on the same data dir, and check that every
 //! write the server acknowledged before the kill is still there.
 //!
-//! Shared by `tests/examples/kill_loop.rs` (`--cycles 20`) and the short run
-//! in `tests/tests/crash_safety.rs` (2 cycles).
+//! Shared by `tests/examples/kill_loop.rs` (`--cycles 20`, `--fleet <database
+//! url>` for three hosts on PostgreSQL) and the short runs in
+//! `tests/tests/crash_safety.rs` (one host on redb, 2 cycles) and
+//! `tests/tests/fleet.rs` (three hosts on PostgreSQL, 2 cycles).
+//!
+//! On a fleet ([`Options::postgres`]) the traffic is spread over the hosts and
+//! each cycle SIGKILLs one of them, chosen at random, while the others serve
+//! on; the checks after its restart are made through it.
 //!
 //! Traffic, from concurrent workers until the kill:
 //! - chat completions against the mock upstream through a failover chain
@@ -51,6 +57,11 @@ pub struct Options {
     /// The server runs this long (uniformly at random) before each kill.
     pub min_run: Duration,
     pub max_run: Duration,
+    /// `None`: one host on redb. `Some(url)`: [`Options::hosts`] hosts sharing
+    /// the PostgreSQL database at `url` (which must exist).
+    pub postgres: Option<String>,
+    /// Hosts of a fleet on PostgreSQL (one on redb).
+    pub hosts: usize,
 }
 
 impl Default for Options {
@@ -61,6 +72,8 @@ impl Default for Options {
             chat_workers: 3,
             min_run: Duration::from_millis(300),
             max_run: Duration::from_millis(2_500),
+            postgres: None,
+            hosts: 3,
         }
     }
 }
@@ -173,17 +186,16 @@ pub async fn run(opts: Options) -> Result<Report> {
     println!("kill loop: seed {:#x}, {} cycles", opts.seed, opts.cycles);
     let mock = MockUpstream::start().await;
     let (receiver, hook_url) = Receiver::start().await?;
-    let mut s = Server::builder()
-        .env("WEBHOOKS_ALLOW_PRIVATE", "true")
-        .toml(&format!(
-            "[webhooks]\nretry_delays_secs = [0, 1, 1, 1, 1]\npoll_interval_ms = 50\n\
-             [upstream]\nbreaker_failures = 1000000000\n\
-             [providers.openai]\nplugin = \"provider-openai\"\nbase_url = \"{}\"\nmodels = [\"openai/*\"]\n",
-            mock.openai_base_url()
-        ))
-        .start();
+    let toml = format!(
+        "[webhooks]\nretry_delays_secs = [0, 1, 1, 1, 1]\npoll_interval_ms = 50\n\
+         [upstream]\nbreaker_failures = 1000000000\n\
+         [providers.openai]\nplugin = \"provider-openai\"\nbase_url = \"{}\"\nmodels = [\"openai/*\"]\n",
+        mock.openai_base_url()
+    );
+    let mut hosts = start_hosts(&opts, &toml);
+    let n = hosts.len();
     let endpoint: Value =
-        s.admin(Method::POST, "/api/admin/webhooks").json(&json!({"url": hook_url, "events": ["*"]})).send().await?.json().await?;
+        hosts[0].admin(Method::POST, "/api/admin/webhooks").json(&json!({"url": hook_url, "events": ["*"]})).send().await?.json().await?;
     let endpoint = endpoint["data"]["endpoint"]["id"].as_str().ok_or_else(|| anyhow!("no endpoint id: {endpoint}"))?.to_owned();
 
     let ledger = Arc::new(Mutex::new(Ledger::default()));
@@ -192,29 +204,33 @@ pub async fn run(opts: Options) -> Result<Report> {
     for cycle in 0..opts.cycles {
         let stop = Arc::new(AtomicBool::new(false));
         let mut workers = Vec::new();
+        // Each worker on its own host, in turn: a fleet's traffic reaches every host.
+        let on = |i: usize| &hosts[(cycle + i) % n];
         for w in 0..opts.chat_workers {
             workers.push(tokio::spawn(chat_worker(
-                s.base_url.clone(),
-                s.admin_key.clone(),
+                on(w).base_url.clone(),
+                on(w).admin_key.clone(),
                 ledger.clone(),
                 stop.clone(),
                 Rng(rng.next() | 1),
                 cycle * 100 + w,
             )));
         }
-        workers.push(tokio::spawn(admin_worker(s.base_url.clone(), s.admin_key.clone(), ledger.clone(), stop.clone())));
-        workers.push(tokio::spawn(webhook_worker(s.base_url.clone(), s.admin_key.clone(), endpoint.clone(), ledger.clone(), stop.clone())));
+        let (a, b) = (on(opts.chat_workers), on(opts.chat_workers + 1));
+        workers.push(tokio::spawn(admin_worker(a.base_url.clone(), a.admin_key.clone(), ledger.clone(), stop.clone())));
+        workers.push(tokio::spawn(webhook_worker(b.base_url.clone(), b.admin_key.clone(), endpoint.clone(), ledger.clone(), stop.clone())));
 
         let span = opts.max_run.saturating_sub(opts.min_run).as_millis() as u64;
         tokio::time::sleep(opts.min_run + Duration::from_millis(rng.below(span + 1))).await;
-        s.kill9();
+        let victim = rng.below(n as u64) as usize;
+        hosts[victim].kill9();
         stop.store(true, Ordering::SeqCst);
         for w in workers {
             w.await?;
         }
-        offline_verify(&s).with_context(|| format!("cycle {cycle}: the redb file after SIGKILL"))?;
-        s.restart();
-        let (n, lost) = check(&s, &ledger, &mut checked).await.with_context(|| format!("cycle {cycle}, after restart"))?;
+        offline_verify(&hosts[victim], opts.postgres.as_deref()).with_context(|| format!("cycle {cycle}: the store after SIGKILL"))?;
+        hosts[victim].restart();
+        let (n, lost) = check(&hosts[victim], &ledger, &mut checked).await.with_context(|| format!("cycle {cycle}, after restart"))?;
         report.writes_checked += n;
         report.lost += lost;
         report.cycles = cycle + 1;
@@ -229,6 +245,7 @@ pub async fn run(opts: Options) -> Result<Report> {
         l.cut.iter().filter(|(_, at)| at.elapsed() > Duration::from_secs(31)).map(|(c, _)| c.clone()).collect()
     };
     let client = client();
+    let s = &hosts[0];
     for chat in &cut {
         let (status, _, _) = send_chat(&client, &s.base_url, &s.admin_key, chat).await?;
         ensure!(status == 200, "retry of {} after the crash answered {status}", chat.key);
@@ -236,7 +253,7 @@ pub async fn run(opts: Options) -> Result<Report> {
     }
 
     // Every outbox event, and every acknowledged test delivery, reaches the receiver.
-    let outbox = outbox_ids(&s).await?;
+    let outbox = outbox_ids(s).await?;
     let tests: Vec<String> = ledger.lock().unwrap_or_else(std::sync::PoisonError::into_inner).test_events.clone();
     let deadline = Instant::now() + Duration::from_secs(120);
     loop {
@@ -258,8 +275,31 @@ pub async fn run(opts: Options) -> Result<Report> {
     let l = ledger.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
     report.acknowledged = l.chats.len() + l.users.len() + l.keys.len() + l.test_events.len();
     drop(l);
-    ensure!(s.terminate(), "the server did not shut down cleanly at the end");
+    for (i, h) in hosts.iter_mut().enumerate() {
+        ensure!(h.terminate(), "host {i} did not shut down cleanly at the end");
+    }
     Ok(report)
+}
+
+/// One host on redb, or a fleet of [`Options::hosts`] on the database
+/// [`Options::postgres`] names, all with the same admin key.
+fn start_hosts(opts: &Options, toml: &str) -> Vec<Server> {
+    let Some(url) = &opts.postgres else {
+        return vec![Server::builder().env("WEBHOOKS_ALLOW_PRIVATE", "true").toml(toml).start()];
+    };
+    let admin = crate::server::admin_key_for("killloopfleet");
+    (0..opts.hosts.max(1))
+        .map(|_| {
+            let mut host = Server::builder()
+                .env("WEBHOOKS_ALLOW_PRIVATE", "true")
+                .env("GATEHOUSE_DATABASE_URL", url)
+                .env("GATEHOUSE_BOOTSTRAP_ADMIN_KEY", &admin)
+                .toml(&format!("[store]\nbackend = \"postgres\"\npool_size = 8\n{toml}"))
+                .start();
+            host.admin_key = admin.clone();
+            host
+        })
+        .collect()
 }
 
 fn client() -> reqwest::Client {
@@ -390,10 +430,16 @@ async fn webhook_worker(base: String, key: String, endpoint: String, ledger: Arc
     }
 }
 
-/// Open the redb file the way an operator would after a crash: the offline
-/// `gatehouse audit verify` (exit 0, chain intact).
-fn offline_verify(s: &Server) -> Result<()> {
-    let out = std::process::Command::new(crate::server::binary()).args(["audit", "verify", "--config"]).arg(&s.config_path).output()?;
+/// Open the store the way an operator would after a crash: the offline
+/// `gatehouse audit verify` (exit 0, chain intact), on the redb file or the
+/// fleet's database (`postgres`: its URL).
+fn offline_verify(s: &Server, postgres: Option<&str>) -> Result<()> {
+    let mut cmd = std::process::Command::new(crate::server::binary());
+    cmd.args(["audit", "verify", "--config"]).arg(&s.config_path);
+    if let Some(url) = postgres {
+        cmd.env("GATEHOUSE_DATABASE_URL", url);
+    }
+    let out = cmd.output()?;
     let stdout = String::from_utf8_lossy(&out.stdout);
     ensure!(
         out.status.success() && stdout.contains("\"ok\": true"),

@@ -501,6 +501,8 @@ async fn receipts_verify_with_the_public_key_and_stay_private() {
     .await;
     let pk: Value = s.admin(Method::GET, "/api/receipts/public-key").send().await.expect("pk").json().await.expect("json");
     let pk_b64 = pk["data"]["publicKey"].as_str().expect("pk").to_owned();
+    // One host on redb: the fleet's list is this host's key alone.
+    assert_eq!(pk["data"]["keys"], json!([{"keyId": pk["data"]["keyId"], "publicKey": pk_b64}]), "{pk}");
     let key_bytes: [u8; 32] = base64::engine::general_purpose::STANDARD.decode(&pk_b64).expect("b64").try_into().expect("32");
     let key = ed25519_dalek::VerifyingKey::from_bytes(&key_bytes).expect("key");
     let files = tempfile::tempdir().expect("tmp");

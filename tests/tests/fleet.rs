@@ -4,9 +4,9 @@
 //! cases run in order in one test (the last stops and restarts PostgreSQL,
 //! then the audit chain written by all of them is verified).
 //!
-//! Runtime: about 90 s on a two-core machine (three hosts start per case; the
-//! outage cases wait for health to turn and back, the killed host's delivery
-//! for its lease to lapse).
+//! Runtime: 70 to 105 s on the shared two-core machine (three hosts start per
+//! case; the outage cases wait for health to turn and back, the killed host's
+//! delivery for its lease to lapse; the two-cycle kill loop restarts a host twice).
 
 use std::time::{Duration, Instant};
 
@@ -19,6 +19,8 @@ use serde_json::{Value, json};
 /// The hosts of one fleet, all with the same admin key.
 struct Fleet {
     hosts: Vec<Server>,
+    /// The database's URL, as the hosts' `GATEHOUSE_DATABASE_URL`.
+    url: String,
 }
 
 impl Fleet {
@@ -48,7 +50,7 @@ impl Fleet {
                 host
             })
             .collect();
-        Fleet { hosts }
+        Fleet { hosts, url }
     }
 
     fn host(&self, i: usize) -> &Server {
@@ -382,6 +384,123 @@ async fn a_host_started_while_postgres_is_down_answers_degraded_and_serves_once_
     assert_eq!(send_chat(&host, &key, &chat_body("now")).await, 200);
 }
 
+/// Does `r` (a receipt as served) verify with `key`, by the documented rule
+/// (docs/api.md#receipts; the same check as the chat tests').
+fn verify_receipt(key: &ed25519_dalek::VerifyingKey, r: &Value) -> bool {
+    use base64::Engine as _;
+    use ed25519_dalek::Verifier;
+    use sha2::{Digest, Sha256};
+    let Ok(sig) = base64::engine::general_purpose::STANDARD.decode(r["signature"].as_str().unwrap_or_default()) else { return false };
+    let Ok(sig) = ed25519_dalek::Signature::from_slice(&sig) else { return false };
+    let canonical = serde_json::to_vec(&r["receipt"]).expect("canonical: serde_json sorts keys");
+    let msg = match r.get("batch") {
+        None => canonical,
+        Some(batch) => {
+            let mut h = Sha256::digest([&[0u8][..], &canonical].concat()).to_vec();
+            for step in batch["path"].as_array().expect("path") {
+                let sib = hex::decode(step["hash"].as_str().expect("hash")).expect("hex");
+                let pair = if step["side"] == "left" { [sib, h].concat() } else { [h, sib].concat() };
+                h = Sha256::digest([&[1u8][..], &pair].concat()).to_vec();
+            }
+            if hex::encode(&h) != batch["root"].as_str().expect("root") {
+                return false;
+            }
+            format!("gatehouse-receipts-v1:{}", hex::encode(&h)).into_bytes()
+        }
+    };
+    key.verify(&msg, &sig).is_ok()
+}
+
+async fn a_receipt_signed_by_host_a_verifies_with_the_keys_host_c_lists(fleet: &Fleet) {
+    use base64::Engine as _;
+    let (_user, key, _id) = fleet.host(0).create_key(json!({"name": "receipts"})).await;
+    let answer: Value = fleet
+        .host(0)
+        .client
+        .post(fleet.host(0).url("/chat/completions"))
+        .bearer_auth(&key)
+        .json(&chat_body("sign me"))
+        .send()
+        .await
+        .expect("send")
+        .json()
+        .await
+        .expect("json");
+    let url = answer["metadata"]["smltp"]["receipt_url"].as_str().expect("a receipt url").to_owned();
+    let r: Value = fleet.host(0).admin(Method::GET, &url).send().await.expect("receipt").json().await.expect("json");
+    let r = r["data"].clone();
+    let signer = r["receipt"]["signing_key_id"].as_str().expect("signing_key_id").to_owned();
+    let listed: Value =
+        fleet.host(2).admin(Method::GET, "/api/receipts/public-key").send().await.expect("keys").json().await.expect("json");
+    let listed = listed["data"].clone();
+    assert_ne!(listed["keyId"], signer.as_str(), "host C signs with a key of its own");
+    let keys = listed["keys"].as_array().expect("keys");
+    assert!(keys.len() >= 3, "every host of the fleet registered its key: {listed}");
+    let public = keys.iter().find(|k| k["keyId"] == signer.as_str()).expect("host A's key among host C's").clone();
+    let bytes: [u8; 32] = base64::engine::general_purpose::STANDARD
+        .decode(public["publicKey"].as_str().expect("publicKey"))
+        .expect("base64")
+        .try_into()
+        .expect("32 bytes");
+    let public = ed25519_dalek::VerifyingKey::from_bytes(&bytes).expect("a key");
+    assert!(verify_receipt(&public, &r), "host A's receipt does not verify with the key host C lists: {r}");
+    let mut tampered = r.clone();
+    tampered["receipt"]["served_model"] = json!("openai/gpt-4o");
+    assert!(!verify_receipt(&public, &tampered), "a changed receipt still verifies");
+}
+
+/// `gatehouse <args> --config <host 0's config>` against the fleet's database: stdout, or a panic with stderr.
+fn cli(fleet: &Fleet, args: &[&str]) -> String {
+    let out = std::process::Command::new(gatehouse_tests::server::binary())
+        .args(args)
+        .arg("--config")
+        .arg(&fleet.host(0).config_path)
+        .env("GATEHOUSE_DATABASE_URL", &fleet.url)
+        .output()
+        .expect("run gatehouse");
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "gatehouse {args:?}: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    stdout
+}
+
+async fn the_key_and_audit_commands_work_on_the_fleets_database(fleet: &Fleet) {
+    let created = cli(fleet, &["keys", "create-admin", "--name", "from the cli"]);
+    let secret = created.lines().map(str::trim).find(|l| l.starts_with("sk-")).expect("the new key in the output").to_owned();
+    let id = created.split_whitespace().nth(3).expect("the key id").trim_end_matches(';').to_owned();
+    // Written to the fleet's database, not a file next to the config: every host knows it at once.
+    for h in 0..3 {
+        let r = fleet.host(h).client.get(fleet.host(h).url("/api/admin/users")).bearer_auth(&secret).send().await.expect("send");
+        assert_eq!(r.status().as_u16(), 200, "host {h} refuses the key the CLI created");
+    }
+    assert!(cli(fleet, &["keys", "list"]).lines().any(|l| l.starts_with(&format!("{id}\t"))), "`keys list` misses {id}");
+    cli(fleet, &["keys", "revoke", &id]);
+    let listed = cli(fleet, &["keys", "list"]);
+    assert!(listed.lines().any(|l| l.starts_with(&format!("{id}\t")) && l.ends_with("revoked")), "{listed}");
+    // The chain the hosts and the CLI wrote, verified offline from the database.
+    let report: Value = serde_json::from_str(&cli(fleet, &["audit", "verify"])).expect("a JSON report");
+    assert_eq!(report["ok"], true, "{report}");
+    assert!(report["records"].as_u64().expect("records") > 3, "{report}");
+}
+
+/// The kill loop of `tests/examples/kill_loop.rs --fleet`, two cycles: one of three hosts SIGKILLed per cycle.
+async fn acknowledged_writes_survive_a_host_of_the_fleet_killed_under_load(pg: &TempPostgres) {
+    let opts = gatehouse_tests::kill_loop::Options {
+        cycles: 2,
+        chat_workers: 2,
+        min_run: Duration::from_millis(800),
+        max_run: Duration::from_millis(1500),
+        postgres: Some(pg.create_database("killloop")),
+        hosts: 3,
+        ..Default::default()
+    };
+    let report = gatehouse_tests::kill_loop::run(opts).await.unwrap_or_else(|e| panic!("{e:#}"));
+    println!("fleet {report}");
+    assert_eq!(report.cycles, 2);
+    assert_eq!(report.lost, 0);
+    assert!(report.acknowledged > 0, "nothing was acknowledged before the kills: the test proved nothing");
+    assert!(report.writes_checked >= report.acknowledged, "{report}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_hosts_on_one_postgres_keep_every_promise() {
     let mut pg = TempPostgres::start();
@@ -389,8 +508,11 @@ async fn three_hosts_on_one_postgres_keep_every_promise() {
     an_idempotent_duplicate_on_two_hosts_at_once_runs_and_is_billed_once(&pg).await;
     a_key_revoked_on_host_a_is_refused_on_host_c_within_the_bound(&pg).await;
     a_host_killed_holding_a_delivery_has_it_delivered_by_another_with_the_same_id(&pg).await;
+    acknowledged_writes_survive_a_host_of_the_fleet_killed_under_load(&pg).await;
     let fleet = postgres_stopped_and_restarted_under_load_loses_nothing_acknowledged(&mut pg).await;
     a_host_started_while_postgres_is_down_answers_degraded_and_serves_once_it_returns(&mut pg).await;
+    a_receipt_signed_by_host_a_verifies_with_the_keys_host_c_lists(&fleet).await;
+    the_key_and_audit_commands_work_on_the_fleets_database(&fleet).await;
     // After all that, the one chain the three hosts wrote verifies (from any of them).
     for h in 0..3 {
         let v: Value =

@@ -14,22 +14,28 @@ use crate::error::AdminError;
 /// `GET /api/receipts/public-key`.
 #[utoipa::path(
     get, path = "/api/receipts/public-key", tag = "receipts",
-    responses((status = 200, description = "`{algorithm, keyId, publicKey, encoding, signedContent}`",
-               body = crate::api::schema::Success<crate::api::schema::JsonObject>))
+    responses((status = 200, description = "`{algorithm, keyId, publicKey, keys, encoding, signedContent}`: `keyId`/`publicKey` are this host's; `keys` `[{keyId, publicKey}]` lists every key of the fleet sharing its store (this host's first), to pick by a receipt's `signing_key_id`",
+               body = crate::api::schema::Success<crate::api::schema::JsonObject>),
+              (status = 503, description = "`DATABASE_UNAVAILABLE`: the fleet's keys cannot be read", body = crate::error::NestedError))
 )]
-pub async fn public_key(State(app): State<AppState>, Authed(_): Authed) -> Json<Value> {
-    Json(json!({
+pub async fn public_key(State(app): State<AppState>, Authed(_): Authed) -> Result<Json<Value>, AdminError> {
+    let own = app.receipts.published();
+    // The other hosts' keys; on a single host's store the list is empty.
+    let mut keys = vec![own.clone()];
+    keys.extend(app.store.receipt_keys().await?.into_iter().filter(|k| k.key_id != own.key_id));
+    Ok(Json(json!({
         "success": true,
         "data": {
             "algorithm": "Ed25519",
-            "keyId": app.receipts.key_id(),
-            "publicKey": app.receipts.public_key_b64(),
+            "keyId": own.key_id,
+            "publicKey": own.public_key,
+            "keys": keys,
             "encoding": "base64 of the raw 32-byte public key",
             "signedContent": "without `batch`: the `receipt` object as canonical JSON (keys sorted, no whitespace, UTF-8); \
                               with `batch`: `gatehouse-receipts-v1:` + `batch.root`, the hex SHA-256 Merkle root that \
                               `batch.path` leads to from SHA-256(0x00 || canonical JSON), nodes SHA-256(0x01 || left || right)",
         }
-    }))
+    })))
 }
 
 /// `GET /api/receipts/{bundle_id}`.

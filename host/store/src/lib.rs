@@ -53,6 +53,13 @@ pub enum StoreError {
     Conflict(String),
     #[error("storage failure: {0}")]
     Backend(String),
+    /// The database cannot be reached (PostgreSQL down, refusing connections,
+    /// or a connection lost mid-request). Nothing was committed that the caller
+    /// was told about; the same call may succeed once the database is back, so
+    /// the host answers 503 with `Retry-After`, not 500. The embedded redb
+    /// store never raises it: its failures are the host's own disk.
+    #[error("database unavailable: {0}")]
+    Unavailable(String),
 }
 
 pub type StoreResult<T> = Result<T, StoreError>;
@@ -233,6 +240,16 @@ pub trait Store: Send + Sync + 'static {
     async fn enqueue_events(&self, events: Vec<OutboxEvent>, audit: Vec<AuditEntry>) -> StoreResult<()>;
     /// A signed receipt by bundle id.
     async fn receipt(&self, bundle_id: &str) -> StoreResult<Option<crate::receipts::SignedReceipt>>;
+    /// Record a host's receipt-signing public key, so the hosts sharing this
+    /// store can publish it (`Conflict` if its id is taken by another key).
+    /// A store that serves one host keeps nothing: that host publishes its own key.
+    async fn register_receipt_key(&self, _key: &crate::receipts::PublishedKey) -> StoreResult<()> {
+        Ok(())
+    }
+    /// The receipt-signing keys registered by the hosts sharing this store, oldest first.
+    async fn receipt_keys(&self) -> StoreResult<Vec<crate::receipts::PublishedKey>> {
+        Ok(Vec::new())
+    }
     /// Outbox events with sequence numbers after `after`, oldest first.
     async fn outbox_after(&self, after: u64, limit: usize) -> StoreResult<Vec<(u64, OutboxEvent)>>;
 }

@@ -60,6 +60,15 @@ pub struct SignedReceipt {
     pub batch: Option<BatchProof>,
 }
 
+/// A receipt-signing public key as published: `signing_key_id` in a receipt names it.
+#[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PublishedKey {
+    pub key_id: String,
+    /// Base64 of the raw 32-byte Ed25519 public key.
+    pub public_key: String,
+}
+
 /// What a batch signature covers: this prefix, then the hex Merkle root.
 pub const BATCH_DOMAIN: &str = "gatehouse-receipts-v1:";
 
@@ -259,6 +268,11 @@ impl Signer25519 {
     /// Base64 of the raw 32-byte public key.
     pub fn public_key_b64(&self) -> String {
         b64(self.public_key().as_bytes())
+    }
+
+    /// The key as published and registered in a fleet's store.
+    pub fn published(&self) -> PublishedKey {
+        PublishedKey { key_id: self.key_id.clone(), public_key: self.public_key_b64() }
     }
 
     /// Sign one receipt on its own: the signature covers its canonical JSON.

@@ -17,7 +17,7 @@ use gatehouse_store::fleet::{FleetLimiter, LimitWindow, Take, Taken};
 use gatehouse_store::model::{ApiKeyRecord, AuditEntry, User};
 use gatehouse_store::postgres::{KEY_CACHE_TTL, PgOptions, PgStore, migrate, migrate_database};
 use gatehouse_store::records::{Claim, IdempotencyRecord, IdempotencyState, OutboxEvent, RequestOutcome, UsageDelta, UsageTotals};
-use gatehouse_store::{KeyHash, Store};
+use gatehouse_store::{KeyHash, Store, StoreError};
 
 use gatehouse_pg_harness::TempPostgres;
 
@@ -341,6 +341,24 @@ async fn an_event_numbered_first_is_committed_first(pg: &TempPostgres) {
 }
 
 /// Wait (bounded) until `host.healthy()` is `want`, calling nothing else on it.
+async fn every_hosts_receipt_key_is_listed_by_every_host(pg: &TempPostgres) {
+    use gatehouse_store::receipts::PublishedKey;
+    let (a, b) = two_hosts(pg, "receipt_keys").await;
+    let key_a = PublishedKey { key_id: "aaaaaaaaaaaaaaaa".into(), public_key: "QUFBQQ==".into() };
+    let key_b = PublishedKey { key_id: "bbbbbbbbbbbbbbbb".into(), public_key: "QkJCQg==".into() };
+    a.register_receipt_key(&key_a).await.expect("register A");
+    b.register_receipt_key(&key_b).await.expect("register B");
+    // A restarted host registers its key again: nothing changes.
+    a.register_receipt_key(&key_a).await.expect("register A again");
+    assert_eq!(b.receipt_keys().await.expect("list"), [key_a.clone(), key_b.clone()]);
+    assert_eq!(a.receipt_keys().await.expect("list"), [key_a.clone(), key_b]);
+    // Verifiers pick a key by its id: one id never names two keys.
+    let impostor = PublishedKey { key_id: key_a.key_id.clone(), public_key: "WFhYWA==".into() };
+    let refused = b.register_receipt_key(&impostor).await;
+    assert!(matches!(refused, Err(StoreError::Conflict(_))), "{refused:?}");
+    assert_eq!(a.receipt_keys().await.expect("list")[0], key_a);
+}
+
 async fn wait_health(host: &PgStore, want: bool) {
     let deadline = Instant::now() + gatehouse_store::postgres::PROBE_EVERY * 2 + Duration::from_secs(8);
     while host.healthy() != want {
@@ -357,12 +375,22 @@ async fn a_host_is_unhealthy_while_the_database_is_down_and_recovers_unaided(pg:
     a.create_user(user, entry("acknowledged before the outage")).await.expect("user");
     assert!(a.healthy());
     pg.stop();
-    // Pooled connections find the server gone; a new one is refused.
+    // Pooled connections find the server gone; a new one is refused. Either
+    // way the caller learns the database is unavailable (the host answers 503),
+    // not that the store failed (500).
     let mut failed = false;
     for _ in 0..3 {
-        failed |= a.get_user("usr_kept").await.is_err();
+        match a.get_user("usr_kept").await {
+            Ok(_) => {}
+            Err(StoreError::Unavailable(_)) => failed = true,
+            Err(e) => panic!("a read while the database is down: {e:?}, not Unavailable"),
+        }
     }
     assert!(failed, "reads fail while the database is down");
+    let lost =
+        User { id: "usr_lost".into(), name: "L".into(), email: "l@example.com".into(), created_at: Utc::now(), deactivated_at: None };
+    let write = a.create_user(lost, entry("refused during the outage")).await;
+    assert!(matches!(write, Err(StoreError::Unavailable(_))), "a write while the database is down: {write:?}");
     let _ = a.get_user("usr_kept").await;
     assert!(!a.healthy(), "health says so");
     assert!(a.storage_failure().is_some_and(|f| f.contains("PostgreSQL")), "{:?}", a.storage_failure());
@@ -393,6 +421,7 @@ async fn several_hosts_on_one_postgres_keep_every_promise() {
     one_key_billed_from_both_hosts_at_once_adds_up_one_ledger_row_per_request(&pg).await;
     outbox_numbers_follow_commit_order_across_hosts(&pg).await;
     an_event_numbered_first_is_committed_first(&pg).await;
+    every_hosts_receipt_key_is_listed_by_every_host(&pg).await;
     // Last: it stops and restarts the cluster.
     a_host_is_unhealthy_while_the_database_is_down_and_recovers_unaided(&mut pg).await;
 }

@@ -19,6 +19,7 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
     (3, "usage_ledger_detail", include_str!("migrations/0003_usage_ledger_detail.sql")),
     (4, "knowledge_bases", include_str!("migrations/0004_knowledge_bases.sql")),
     (5, "plugin_registry", include_str!("migrations/0005_plugin_registry.sql")),
+    (6, "receipt_keys", include_str!("migrations/0006_receipt_keys.sql")),
 ];
 
 /// The newest schema version this binary knows.

@@ -16,6 +16,7 @@ mod limits;
 mod listen;
 pub mod migrate;
 mod quota;
+mod receipt_keys;
 mod registry;
 mod store_impl;
 mod tls;
@@ -101,7 +102,31 @@ pub(crate) fn db_error(e: tokio_postgres::Error) -> StoreError {
     if e.code() == Some(&tokio_postgres::error::SqlState::UNIQUE_VIOLATION) {
         return StoreError::Conflict(e.as_db_error().map_or_else(|| e.to_string(), |d| d.message().to_owned()));
     }
+    if is_unavailable(&e) {
+        return StoreError::Unavailable(chain(&e));
+    }
     StoreError::Backend(e.as_db_error().map_or_else(|| chain(&e), |d| d.message().to_owned()))
+}
+
+/// Is this driver error the database being away rather than a fault of the
+/// request: the connection closed or failed at the socket, or the server says it
+/// is shutting down or not accepting connections (SQLSTATE class 08, 57P01..57P03)?
+pub(crate) fn is_unavailable(e: &tokio_postgres::Error) -> bool {
+    if e.is_closed() {
+        return true;
+    }
+    if let Some(code) = e.code() {
+        let code = code.code();
+        return code.starts_with("08") || matches!(code, "57P01" | "57P02" | "57P03");
+    }
+    let mut next = std::error::Error::source(e);
+    while let Some(s) = next {
+        if s.is::<std::io::Error>() {
+            return true;
+        }
+        next = s.source();
+    }
+    false
 }
 
 /// An error and its sources, `: `-separated: the driver's and the pool's
@@ -268,7 +293,7 @@ impl PgStore {
             Err(e) => {
                 let message = format!("PostgreSQL unreachable: {}", chain(&e));
                 *self.failure.lock().unwrap_or_else(|p| p.into_inner()) = Some(message.clone());
-                Err(StoreError::Backend(message))
+                Err(StoreError::Unavailable(message))
             }
         }
     }

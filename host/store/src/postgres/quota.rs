@@ -92,7 +92,7 @@ pub async fn flusher(pool: deadpool_postgres::Pool, pending: Arc<Pending>) {
             continue;
         }
         let result = async {
-            let mut client = pool.get().await.map_err(|e| StoreError::Backend(e.to_string()))?;
+            let mut client = pool.get().await.map_err(|e| StoreError::Unavailable(e.to_string()))?;
             let txn = client.transaction().await.map_err(db_error)?;
             write_counts(&txn, &counts).await?;
             txn.commit().await.map_err(db_error)
@@ -129,7 +129,7 @@ impl Reader {
                     }
                     let answer = match &client {
                         Some(c) => read(c, &key_id, &windows).await,
-                        None => Err(StoreError::Backend("PostgreSQL unreachable".into())),
+                        None => Err(StoreError::Unavailable("PostgreSQL unreachable".into())),
                     };
                     let _ = reply.send(answer);
                 }
@@ -145,7 +145,9 @@ impl Reader {
         if sent.is_err() {
             return Err(StoreError::Backend("the quota reader is busy or gone".into()));
         }
-        reply_rx.recv_timeout(READ_TIMEOUT).map_err(|_| StoreError::Backend("PostgreSQL did not answer the quota read in time".into()))?
+        reply_rx
+            .recv_timeout(READ_TIMEOUT)
+            .map_err(|_| StoreError::Unavailable("PostgreSQL did not answer the quota read in time".into()))?
     }
 }
 

@@ -9,7 +9,7 @@ use chrono::{DateTime, Utc};
 
 use super::PgStore;
 use crate::model::{ApiKeyRecord, AuditEntry, AuditRecord, Group, User};
-use crate::receipts::SignedReceipt;
+use crate::receipts::{PublishedKey, SignedReceipt};
 use crate::records::{Claim, IdempotencyRecord, OutboxEvent, RequestOutcome};
 use crate::{AuditQuery, ChainReport, KeyHash, Store, StoreResult, SweepPage, UsageRows};
 
@@ -129,6 +129,12 @@ impl Store for PgStore {
     }
     async fn receipt(&self, bundle_id: &str) -> StoreResult<Option<SignedReceipt>> {
         PgStore::receipt(self, bundle_id).await
+    }
+    async fn register_receipt_key(&self, key: &PublishedKey) -> StoreResult<()> {
+        PgStore::register_receipt_key(self, key).await
+    }
+    async fn receipt_keys(&self) -> StoreResult<Vec<PublishedKey>> {
+        PgStore::receipt_keys(self).await
     }
     async fn outbox_after(&self, after: u64, limit: usize) -> StoreResult<Vec<(u64, OutboxEvent)>> {
         PgStore::outbox_after(self, after, limit).await
