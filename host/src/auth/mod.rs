@@ -97,9 +97,10 @@ pub async fn authenticate(store: &dyn Store, failures: &FailureWatch, req: &Part
         Ok(None) => Err(refuse(failures::Reason::Invalid, None, "invalid API key")),
         Err(e) => {
             tracing::error!(error = %e, "key lookup failed");
+            // A database out of reach is 503 with `Retry-After`; other store failures 500.
             Err(Box::new(match format {
-                ErrorFormat::Flat => crate::error::ChatError::internal().into_response(),
-                _ => crate::error::AdminError::internal().into_response(),
+                ErrorFormat::Flat => crate::error::ChatError::from(e).into_response(),
+                _ => crate::error::AdminError::from(e).into_response(),
             }))
         }
     }

@@ -32,6 +32,7 @@ fn openai_kind(e: &ChatError) -> (&'static str, &'static str) {
         429 if e.error == text::ALL_MODELS_FAILED => ("rate_limit_error", "all_models_rate_limited"),
         429 => ("rate_limit_error", "rate_limit_exceeded"),
         502 => ("api_error", "all_models_failed"),
+        503 if e.error == text::DATABASE_UNAVAILABLE => ("api_error", "database_unavailable"),
         _ => ("api_error", "internal_error"),
     }
 }

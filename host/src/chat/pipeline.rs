@@ -470,7 +470,7 @@ pub(super) async fn finish(deps: &ChatDeps, reply: Reply, claim: Option<HeldClai
         let outcome = RequestOutcome { usage: reply.usage, events, audit, receipt: reply.receipt, idempotency: idem };
         if let Err(e) = deps.store.finish_request(outcome).await {
             tracing::error!(error = %e, "recording a chat request failed");
-            return ChatError::internal().into_response();
+            return ChatError::from(e).into_response();
         }
     }
     drop(claim);
