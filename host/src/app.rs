@@ -17,7 +17,7 @@ use gatehouse_store::Store;
 pub struct AppState(Arc<Shared>, Arc<Registry>);
 
 /// The plugin registry this host publishes to and loads from, or why there is none.
-pub type Registry = Result<Arc<crate::reload::RegistrySync>, String>;
+pub type Registry = Result<Arc<crate::plugin_registry::RegistrySync>, String>;
 
 impl AppState {
     /// The state, with the embedded plugin registry (`plugins.redb` in the data
@@ -41,7 +41,7 @@ impl AppState {
     /// store itself). Loads the published plugins before it returns, so a host
     /// serves them from its first request, then follows the registry's changes.
     pub fn with_registry(shared: Shared, registry: Result<Arc<dyn gatehouse_store::registry::PluginRegistry>, String>) -> Self {
-        let registry = registry.map(|r| crate::reload::RegistrySync::start(r, shared.plugins.clone()));
+        let registry = registry.map(|r| crate::plugin_registry::RegistrySync::start(r, shared.plugins.clone()));
         if let Err(e) = &registry {
             tracing::error!(error = %e, "no plugin registry: published plugins are not loaded and publishing answers 503");
         }

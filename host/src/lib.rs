@@ -19,6 +19,7 @@ pub mod logging;
 pub mod metrics;
 pub mod net;
 pub mod plugin_audit;
+pub mod plugin_registry;
 pub mod reload;
 pub mod request_id;
 pub mod server;

@@ -11,7 +11,8 @@
 //!    uses the other.
 //! 5. **access** — `auth`: who is calling, their limits.
 //! 6. **foundation** — `error`, `time`, `request_id`, `config`, `metrics`,
-//!    `logging`, `net`, `plugin_audit` (plugin events into the audit log).
+//!    `logging`, `net`, `plugin_audit` (plugin events into the audit log),
+//!    `plugin_registry` (published plugins loaded into the runtime).
 //!
 //! The plugin runtime (`gatehouse-plugin-host`) and the store
 //! (`gatehouse-store`) are crates of their own below all of these, and the
@@ -28,7 +29,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("state", &["app"]),
     ("domain", &["chat", "webhooks"]),
     ("access", &["auth"]),
-    ("foundation", &["error", "time", "request_id", "config", "metrics", "logging", "net", "plugin_audit"]),
+    ("foundation", &["error", "time", "request_id", "config", "metrics", "logging", "net", "plugin_audit", "plugin_registry"]),
 ];
 
 /// Modules of one layer that may not use each other.

@@ -29,7 +29,7 @@ use gatehouse_store::registry::{NewVersion, PluginState, PublishedPlugin};
 /// The checks an upload passed before it was stored.
 const CHECKS: &[&str] = &["size", "world", "info", "instantiate"];
 
-fn registry(app: &AppState) -> Result<&std::sync::Arc<crate::reload::RegistrySync>, AdminError> {
+fn registry(app: &AppState) -> Result<&std::sync::Arc<crate::plugin_registry::RegistrySync>, AdminError> {
     app.registry().as_ref().map_err(|why| {
         AdminError::new(
             StatusCode::SERVICE_UNAVAILABLE,
