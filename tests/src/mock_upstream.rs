@@ -2,7 +2,7 @@
 //! Completions and Anthropic Messages wire formats, JSON and SSE, with
 //! failures chosen by the model name.
 //!
-//! ```ignore
+//! ```text
 //! let mock = MockUpstream::start().await;
 //! // provider config: base_url = mock.base_url() (OpenAI adapter: also `{base}/v1`)
 //! // ... call the gateway with model "openai/fail500-a", "anthropic/ok-b" ...
