@@ -14,8 +14,8 @@ use super::key_cache::KeyCache;
 pub async fn run(config: tokio_postgres::Config, tls: Option<MakeRustlsConnect>, channel: &'static str, cache: Arc<KeyCache>) {
     loop {
         let result = match &tls {
-            Some(tls) => listen_once(&config, tls.clone(), channel, &cache).await,
-            None => listen_once(&config, NoTls, channel, &cache).await,
+            Some(tls) => listen_once(&config, tls.clone(), channel, || cache.set_listening(true), || cache.invalidate()).await,
+            None => listen_once(&config, NoTls, channel, || cache.set_listening(true), || cache.invalidate()).await,
         };
         cache.set_listening(false);
         if let Err(e) = result {
@@ -46,7 +46,16 @@ pub async fn connect(
     }
 }
 
-async fn listen_once<T>(config: &tokio_postgres::Config, tls: T, channel: &str, cache: &KeyCache) -> Result<(), tokio_postgres::Error>
+/// One connection that `LISTEN`s on `channel`: `listening` once it does,
+/// `notified` for every notification (several arriving at once may count as
+/// one). Returns when the connection ends.
+pub(super) async fn listen_once<T>(
+    config: &tokio_postgres::Config,
+    tls: T,
+    channel: &str,
+    listening: impl Fn(),
+    notified: impl Fn(),
+) -> Result<(), tokio_postgres::Error>
 where
     T: MakeTlsConnect<Socket>,
     T::Stream: Send + 'static,
@@ -71,9 +80,9 @@ where
         }
     });
     client.batch_execute(&format!("LISTEN {channel}")).await?;
-    cache.set_listening(true);
+    listening();
     while rx.recv().await.is_some() {
-        cache.invalidate();
+        notified();
     }
     // The driver ended: the connection is gone.
     drop(client);

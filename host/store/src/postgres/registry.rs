@@ -8,8 +8,7 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use tokio_postgres::tls::MakeTlsConnect;
-use tokio_postgres::{AsyncMessage, NoTls, Socket, Transaction};
+use tokio_postgres::{NoTls, Transaction};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::{PgStore, db_error, decode, encode};
@@ -143,53 +142,15 @@ impl PluginRegistry for PgStore {
 /// second after a lost connection, and move `changes` on every (re)connect,
 /// since notifications sent meanwhile were lost.
 pub(super) async fn listen(config: tokio_postgres::Config, tls: Option<MakeRustlsConnect>, changes: tokio::sync::watch::Sender<u64>) {
+    let bump = || changes.send_modify(|n| *n += 1);
     loop {
         let result = match &tls {
-            Some(tls) => listen_once(&config, tls.clone(), &changes).await,
-            None => listen_once(&config, NoTls, &changes).await,
+            Some(tls) => super::listen::listen_once(&config, tls.clone(), CHANNEL, bump, bump).await,
+            None => super::listen::listen_once(&config, NoTls, CHANNEL, bump, bump).await,
         };
         if let Err(e) = result {
             tracing::warn!(error = %e, "the plugin-registry listener lost PostgreSQL; it reloads the published plugins when it is back");
         }
         tokio::time::sleep(Duration::from_secs(1)).await;
-    }
-}
-
-async fn listen_once<T>(
-    config: &tokio_postgres::Config,
-    tls: T,
-    changes: &tokio::sync::watch::Sender<u64>,
-) -> Result<(), tokio_postgres::Error>
-where
-    T: MakeTlsConnect<Socket>,
-    T::Stream: Send + 'static,
-{
-    let (client, mut connection) = config.connect(tls).await?;
-    let (tx, mut rx) = tokio::sync::mpsc::channel::<()>(1);
-    #[expect(
-        clippy::disallowed_methods,
-        reason = "joined below; if this future is aborted the client drops with it, the connection closes and the task ends"
-    )]
-    let driver = tokio::spawn(async move {
-        loop {
-            match std::future::poll_fn(|cx| connection.poll_message(cx)).await {
-                Some(Ok(AsyncMessage::Notification(_))) => {
-                    let _ = tx.try_send(());
-                }
-                Some(Ok(_)) => {}
-                Some(Err(e)) => return Err(e),
-                None => return Ok(()),
-            }
-        }
-    });
-    client.batch_execute(&format!("LISTEN {CHANNEL}")).await?;
-    changes.send_modify(|n| *n += 1);
-    while rx.recv().await.is_some() {
-        changes.send_modify(|n| *n += 1);
-    }
-    drop(client);
-    match driver.await {
-        Ok(result) => result,
-        Err(_) => Ok(()),
     }
 }
