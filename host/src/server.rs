@@ -17,6 +17,17 @@ mod waiting;
 /// Run the server until SIGTERM or SIGINT, then drain and flush. `bundled` are
 /// the components built into the binary (`gatehouse_bundled::BUNDLED`).
 pub async fn run(config: Config, config_path: Option<std::path::PathBuf>, bundled: gatehouse_plugin_host::Bundled) -> anyhow::Result<()> {
+    run_then(config, config_path, bundled, || {}).await
+}
+
+/// [`run`], calling `ready` once the server answers: the binary hands its
+/// allocator the start-up garbage back there (`gatehouse-cli`'s `main`).
+pub async fn run_then(
+    config: Config,
+    config_path: Option<std::path::PathBuf>,
+    bundled: gatehouse_plugin_host::Bundled,
+    ready: impl FnOnce(),
+) -> anyhow::Result<()> {
     let started = Instant::now();
     catch_file_size_signal();
     let receipts = Arc::new(gatehouse_store::receipts::Signer25519::load_or_create(&config.data_dir)?);
@@ -120,6 +131,7 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>, bundle
     // Tests and scripts read this line to find the port.
     println!("gatehouse listening on http://{addr}");
     tracing::info!(%addr, startup_ms = started.elapsed().as_millis() as u64, "gatehouse is serving");
+    ready();
 
     shutdown_signal().await;
     tracing::info!("shutting down: no new connections, finishing requests in flight");
