@@ -6,7 +6,8 @@
 //!
 //! Runtime: 70 to 105 s on the shared two-core machine (three hosts start per
 //! case; the outage cases wait for health to turn and back, the killed host's
-//! delivery for its lease to lapse; the two-cycle kill loop restarts a host twice).
+//! delivery for its lease to lapse; the two-cycle kill loop restarts a host twice),
+//! plus the move from a single redb host (`db import`; two hosts started in turn).
 
 use std::time::{Duration, Instant};
 
