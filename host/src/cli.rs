@@ -90,6 +90,16 @@ pub enum DbAction {
     /// Verify the fleet's audit hash chain in the database (while hosts run);
     /// exit 1 and name the first broken record if it is broken.
     Verify(#[command(flatten)] ConfigArg),
+    /// Copy a single host's state from its redb data dir (the host stopped)
+    /// into the empty database `store.url_env` names, in one transaction,
+    /// verified (rows per table, the audit chain) before it commits.
+    Import {
+        #[command(flatten)]
+        config: ConfigArg,
+        /// The stopped host's data dir (holding gatehouse.redb).
+        #[arg(long = "from")]
+        from: PathBuf,
+    },
 }
 
 #[derive(Debug, Subcommand)]
@@ -278,6 +288,19 @@ pub async fn run_offline(cmd: Command, bundled: gatehouse_plugin_host::Bundled) 
             let report = store.verify_audit_chain().await?;
             println!("{}", serde_json::to_string_pretty(&report)?);
             Ok(if report.ok { 0 } else { 1 })
+        }
+        Command::Db { action: DbAction::Import { config, from } } => {
+            let cfg = load(&config)?;
+            let options = pg_options(&cfg, "db import")?;
+            let report = gatehouse_store::postgres::import::import_redb(&from, &options).await?;
+            for (table, rows) in &report.tables {
+                println!("{table:<20} {rows}");
+            }
+            println!(
+                "imported and verified: {} audit records, the chain ends at {} in both stores ({} idempotency records expired or in flight left behind)",
+                report.audit_records, report.audit_head, report.idempotency_dropped
+            );
+            Ok(0)
         }
         Command::Audit { action: AuditAction::Verify(c) } => {
             let cfg = load(&c)?;

@@ -6,7 +6,8 @@
 //!
 //! Runtime: 70 to 105 s on the shared two-core machine (three hosts start per
 //! case; the outage cases wait for health to turn and back, the killed host's
-//! delivery for its lease to lapse; the two-cycle kill loop restarts a host twice).
+//! delivery for its lease to lapse; the two-cycle kill loop restarts a host twice),
+//! plus the move from a single redb host (`db import`; two hosts started in turn).
 
 use std::time::{Duration, Instant};
 
@@ -516,9 +517,81 @@ async fn acknowledged_writes_survive_a_host_of_the_fleet_killed_under_load(pg: &
     assert!(report.writes_checked >= report.acknowledged, "{report}");
 }
 
+/// A single host on redb grows into a fleet: it serves (keys, chats, audit,
+/// a webhook delivery it is left holding), stops; `gatehouse db import`
+/// copies its data dir into an empty database; a host on PostgreSQL then
+/// accepts the same key, shows the same usage, delivers the held delivery
+/// with the same id, and the chain verifies (`gatehouse db verify`).
+async fn a_single_host_on_redb_moves_to_postgres_with_db_import(pg: &TempPostgres) {
+    let receiver = Receiver::default();
+    receiver.hold.store(true, std::sync::atomic::Ordering::SeqCst);
+    let hook = receiver.clone().start().await;
+    let webhooks = "[webhooks]\nallow_private = true\npoll_interval_ms = 200\n";
+    let mut single = Server::builder().toml(webhooks).start();
+    let (_user, key, key_id) = single.create_key(json!({"name": "moving house"})).await;
+    for i in 0..3 {
+        assert_eq!(send_chat(&single, &key, &chat_body(&format!("before the move {i}"))).await, 200);
+    }
+    let created: Value = single
+        .admin(Method::POST, "/api/admin/webhooks")
+        .json(&json!({"url": hook, "events": ["webhook:test"], "description": "moves along"}))
+        .send()
+        .await
+        .expect("create endpoint")
+        .json()
+        .await
+        .expect("json");
+    let endpoint = created["data"]["endpoint"]["id"].as_str().unwrap_or_else(|| panic!("{created}")).to_owned();
+    let queued: Value =
+        single.admin(Method::POST, &format!("/api/admin/webhooks/{endpoint}/test")).send().await.expect("test").json().await.expect("json");
+    let delivery = queued["data"]["deliveryId"].as_str().unwrap_or_else(|| panic!("{queued}")).to_owned();
+    assert_eq!(receiver.wait_for(1, Duration::from_secs(10)).await, std::slice::from_ref(&delivery), "the single host sent it");
+    let usage = key_usage(&single, &key_id).await;
+    let records = single.audit_total("").await;
+    single.terminate();
+    receiver.hold.store(false, std::sync::atomic::Ordering::SeqCst);
+
+    let url = pg.create_database("imported");
+    let config = single.dir.path().join("fleet.toml");
+    std::fs::write(&config, "[store]\nbackend = \"postgres\"\npool_size = 4\n").expect("config");
+    let gatehouse = |args: &[&str]| {
+        std::process::Command::new(gatehouse_tests::server::binary())
+            .args(args)
+            .arg("--config")
+            .arg(&config)
+            .env("GATEHOUSE_DATABASE_URL", &url)
+            .output()
+            .expect("run gatehouse")
+    };
+    let data_dir = single.data_dir.to_string_lossy().into_owned();
+    let out = gatehouse(&["db", "import", "--from", &data_dir]);
+    let stdout = String::from_utf8_lossy(&out.stdout).into_owned();
+    assert!(out.status.success(), "db import: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    assert!(stdout.contains("imported and verified"), "{stdout}");
+    let again = gatehouse(&["db", "import", "--from", &data_dir]);
+    assert!(!again.status.success() && String::from_utf8_lossy(&again.stderr).contains("not empty"), "a second import is refused");
+
+    let mut host = Server::builder()
+        .toml(&format!("[store]\nbackend = \"postgres\"\npool_size = 8\n{webhooks}"))
+        .env("GATEHOUSE_DATABASE_URL", &url)
+        .env("GATEHOUSE_BOOTSTRAP_ADMIN_KEY", &single.admin_key)
+        .start();
+    host.admin_key = single.admin_key.clone();
+    assert_eq!(key_usage(&host, &key_id).await, usage, "the same usage on the fleet");
+    let ids = receiver.wait_for(2, Duration::from_secs(20)).await;
+    assert_eq!(ids[1], delivery, "the delivery the single host held goes out from the fleet with its id: {ids:?}");
+    assert_eq!(send_chat(&host, &key, &chat_body("after the move")).await, 200, "the same key works on the fleet");
+    assert_eq!(key_usage(&host, &key_id).await["requests"], usage["requests"].as_u64().expect("requests") + 1);
+    assert!(host.audit_total("").await > records, "the fleet's chain goes on from the host's");
+    let verified = gatehouse(&["db", "verify"]);
+    let report: Value = serde_json::from_slice(&verified.stdout).expect("a JSON report");
+    assert_eq!(report["ok"], true, "{report}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_hosts_on_one_postgres_keep_every_promise() {
     let mut pg = TempPostgres::start();
+    a_single_host_on_redb_moves_to_postgres_with_db_import(&pg).await;
     limit_100_with_3_hosts_and_50_clients_each_admits_exactly_100(&pg).await;
     an_idempotent_duplicate_on_two_hosts_at_once_runs_and_is_billed_once(&pg).await;
     a_key_revoked_on_host_a_is_refused_on_host_c_within_the_bound(&pg).await;

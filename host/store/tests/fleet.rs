@@ -408,6 +408,34 @@ async fn a_host_is_unhealthy_while_the_database_is_down_and_recovers_unaided(pg:
     assert!(report.ok && report.records == 1, "{report:?}");
 }
 
+/// The limiter's commits do not wait for the WAL flush (fleet-limits.md);
+/// its counts are made durable by the next synchronous commit, as WAL is
+/// flushed in order: a PostgreSQL crash right after that commit (an
+/// immediate shutdown, SIGQUIT: no flush, recovery at start) keeps them.
+async fn limit_counts_survive_a_postgres_crash_once_a_later_commit_returned(pg: &mut TempPostgres) {
+    let url = pg.create_database("limit_crash");
+    let host = PgStore::connect(PgOptions::new(url.clone())).await.expect("host");
+    let w = windows([1000, 1000, 1000, 1000]);
+    for _ in 0..7 {
+        assert!(host.take_limits("key_c", &w, Take::Count).await.expect("take").allowed);
+    }
+    // The request's outcome: an ordinary, synchronous commit.
+    let after = User { id: "usr_after".into(), name: "A".into(), email: String::new(), created_at: Utc::now(), deactivated_at: None };
+    host.create_user(after, entry("after the counts")).await.expect("commit");
+    let pid = pg.server_pid().expect("running");
+    let status = std::process::Command::new("kill").args(["-QUIT", &pid.to_string()]).status().expect("kill");
+    assert!(status.success());
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while pg.server_pid().is_some() || std::net::TcpStream::connect(("127.0.0.1", pg.port())).is_ok() {
+        assert!(Instant::now() < deadline, "PostgreSQL did not stop");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    drop(host);
+    pg.restart();
+    let again = PgStore::connect(PgOptions::new(url)).await.expect("after recovery");
+    assert_eq!(again.take_limits("key_c", &w, Take::Peek).await.expect("peek").counts, [7, 7, 7, 7], "no count lost");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn several_hosts_on_one_postgres_keep_every_promise() {
     let mut pg = TempPostgres::start();
@@ -422,6 +450,7 @@ async fn several_hosts_on_one_postgres_keep_every_promise() {
     outbox_numbers_follow_commit_order_across_hosts(&pg).await;
     an_event_numbered_first_is_committed_first(&pg).await;
     every_hosts_receipt_key_is_listed_by_every_host(&pg).await;
+    limit_counts_survive_a_postgres_crash_once_a_later_commit_returned(&mut pg).await;
     // Last: it stops and restarts the cluster.
     a_host_is_unhealthy_while_the_database_is_down_and_recovers_unaided(&mut pg).await;
 }

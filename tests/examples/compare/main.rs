@@ -12,8 +12,9 @@
 //!
 //! Options: `--secs N` (per phase, default 10), `--rates 200,1000`,
 //! `--only direct,nginx,litellm,durable,relaxed` (also `pg1`: one host on
-//! PostgreSQL, `pg3`: three hosts on PostgreSQL behind nginx — only when
-//! named; `fleet.rs`), `--delay-ms D` (the mock's
+//! PostgreSQL, `pg3`: three hosts on PostgreSQL behind nginx, `pg1k` and
+//! `pg3k`: the same with 16 keys, nginx in front giving each request one —
+//! only when named; `fleet.rs`), `--delay-ms D` (the mock's
 //! answer time, default 1), `--chunk-delay-ms C` (between stream deltas,
 //! default 1), `--conns N` (max-throughput connections, default 64),
 //! `--rounds N` (run every target N times, round by round, then print the
@@ -154,18 +155,28 @@ fn start_mock(o: &Opts) -> anyhow::Result<(MockProc, u16)> {
         .stdout(Stdio::null())
         .spawn()?;
     let mock = MockProc(child);
-    let client = reqwest::blocking::Client::new();
-    let t0 = Instant::now();
-    while client.get(format!("http://127.0.0.1:{port}/health")).send().is_err() {
-        if t0.elapsed() > Duration::from_secs(10) {
-            bail!("the mock did not start");
+    // On a thread of its own: a blocking client may not be dropped inside the driver's runtime.
+    let ready = std::thread::spawn(move || {
+        let client = reqwest::blocking::Client::new();
+        let t0 = Instant::now();
+        while client.get(format!("http://127.0.0.1:{port}/health")).send().is_err() {
+            if t0.elapsed() > Duration::from_secs(10) {
+                return false;
+            }
+            std::thread::sleep(Duration::from_millis(10));
         }
-        std::thread::sleep(Duration::from_millis(10));
+        true
+    });
+    if !ready.join().unwrap_or(false) {
+        bail!("the mock did not start");
     }
     Ok((mock, port))
 }
 
-/// The fleet rows (`pg1`, `pg3`) run only when `--only` names them: they
+/// Keys of the many-keys fleet rows (`pg1k`, `pg3k`).
+const FLEET_KEYS: usize = 16;
+
+/// The fleet rows (`pg1`, `pg3`, `pg1k`, `pg3k`) run only when `--only` names them: they
 /// need PostgreSQL and are not part of the comparison with other gateways.
 fn wanted(o: &Opts, tag: &str) -> bool {
     o.only.iter().any(|w| w == tag) || (o.only.is_empty() && !tag.starts_with("pg"))
@@ -238,7 +249,7 @@ async fn measure(o: &Opts, t: &targets::Target, row: &mut Row) -> anyhow::Result
 async fn run(o: Opts) -> anyhow::Result<()> {
     let load_before = std::fs::read_to_string("/proc/loadavg").unwrap_or_default();
     let started = chrono::Utc::now();
-    let gh_wanted = ["durable", "relaxed", "pg1", "pg3"].iter().any(|t| wanted(&o, t));
+    let gh_wanted = ["durable", "relaxed", "pg1", "pg3", "pg1k", "pg3k"].iter().any(|t| wanted(&o, t));
     // Builds the release binary (and the bundled plugins) if needed.
     let gatehouse_bin = if gh_wanted { gatehouse_tests::server::binary().to_path_buf() } else { PathBuf::new() };
     let (mock, mock_port) = start_mock(&o)?;
@@ -252,8 +263,18 @@ async fn run(o: Opts) -> anyhow::Result<()> {
         ("litellm", "LiteLLM", Box::new(|| targets::litellm(&o.litellm, mock_port))),
         ("durable", "Gatehouse (durable)", Box::new(|| targets::gatehouse(&gatehouse_bin, mock_port, true))),
         ("relaxed", "Gatehouse (relaxed)", Box::new(|| targets::gatehouse(&gatehouse_bin, mock_port, false))),
-        ("pg1", "Gatehouse on PostgreSQL", Box::new(|| fleet::gatehouse_pg(&gatehouse_bin, mock_port, 1))),
-        ("pg3", "3 hosts on PostgreSQL behind nginx", Box::new(|| fleet::gatehouse_pg(&gatehouse_bin, mock_port, 3))),
+        ("pg1", "Gatehouse on PostgreSQL", Box::new(|| fleet::gatehouse_pg(&gatehouse_bin, mock_port, 1, 0))),
+        ("pg3", "3 hosts on PostgreSQL behind nginx", Box::new(|| fleet::gatehouse_pg(&gatehouse_bin, mock_port, 3, 0))),
+        (
+            "pg1k",
+            "PostgreSQL, 1 host, 16 keys (nginx in front)",
+            Box::new(|| fleet::gatehouse_pg(&gatehouse_bin, mock_port, 1, FLEET_KEYS)),
+        ),
+        (
+            "pg3k",
+            "PostgreSQL, 3 hosts, 16 keys (nginx in front)",
+            Box::new(|| fleet::gatehouse_pg(&gatehouse_bin, mock_port, 3, FLEET_KEYS)),
+        ),
     ];
     if let Some(bin) = &pgo_bin {
         if !bin.is_file() {

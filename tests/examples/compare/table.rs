@@ -162,13 +162,22 @@ pub fn render(rows: &[Row], rates: &[u32]) -> String {
     out
 }
 
+/// Cores of the machine the ceiling below is derived for.
+const CEILING_CORES: f64 = 2.0;
+
 /// Below the table: the CPU per request of each process of the rows served
-/// by several (a fleet: nginx, each host, PostgreSQL).
+/// by several (a fleet: nginx, each host, PostgreSQL), and the ceiling that
+/// cost sets: requests per second two cores could serve if they did nothing
+/// else (2 cores / the summed CPU per request of every process).
 fn parts(rows: &[Row]) -> String {
     let mut out = String::new();
     for row in rows.iter().filter(|r| !r.cpu_parts.is_empty()) {
         let each: Vec<String> = row.cpu_parts.iter().map(|(name, us)| format!("{name} {us:.0}")).collect();
-        out.push_str(&format!("\nCPU µs per request, {}: {}\n", row.name, each.join(", ")));
+        let ceiling = row
+            .cpu_us_per_req
+            .filter(|us| *us > 0.0)
+            .map_or(String::new(), |us| format!("; ceiling {:.0} req/s on {CEILING_CORES:.0} cores", CEILING_CORES * 1e6 / us));
+        out.push_str(&format!("\nCPU µs per request, {}: {}{ceiling}\n", row.name, each.join(", ")));
     }
     out
 }

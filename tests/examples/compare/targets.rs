@@ -206,18 +206,34 @@ pub fn nginx(mock_port: u16) -> anyhow::Result<Target> {
 /// kept-alive connections): the proxy row's, and the load balancer in front
 /// of a fleet. Returns the master, its port, its start-up time and its folder.
 pub fn start_nginx(upstreams: &[u16]) -> anyhow::Result<(Child, u16, Duration, tempfile::TempDir)> {
+    start_nginx_with_keys(upstreams, &[])
+}
+
+/// [`start_nginx`] that, given `keys`, replaces each request's bearer token
+/// with one of them chosen by the request's id (`split_clients`): many keys'
+/// traffic from a load tool that sends one header.
+pub fn start_nginx_with_keys(upstreams: &[u16], keys: &[String]) -> anyhow::Result<(Child, u16, Duration, tempfile::TempDir)> {
     let bin = ["/usr/sbin/nginx", "/usr/bin/nginx"].iter().map(PathBuf::from).find(|p| p.is_file()).context("nginx is not installed")?;
     let dir = tempfile::Builder::new().prefix("bench-nginx-").tempdir()?;
     let port = free_port()?;
     let p = dir.path().display().to_string();
     let servers: String = upstreams.iter().map(|u| format!("server 127.0.0.1:{u}; ")).collect();
+    let (split, set_key) = if keys.is_empty() {
+        (String::new(), "")
+    } else {
+        // nginx takes percentages with at most two decimals; the last key takes the rest.
+        let share = (10_000 / keys.len()) as f64 / 100.0;
+        let mut lines: String = keys[..keys.len() - 1].iter().map(|k| format!("    {share:.2}% \"Bearer {k}\";\n")).collect();
+        lines.push_str(&format!("    * \"Bearer {}\";\n", keys[keys.len() - 1]));
+        (format!("  split_clients \"$request_id\" $bench_key {{\n{lines}  }}\n"), " proxy_set_header Authorization $bench_key;")
+    };
     let conf = format!(
         "worker_processes 1;\nuser root;\npid {p}/nginx.pid;\nerror_log {p}/error.log warn;\n\
          events {{ worker_connections 4096; }}\n\
          http {{\n  access_log off;\n  client_body_temp_path {p}/body;\n  proxy_temp_path {p}/proxy;\n  fastcgi_temp_path {p}/fastcgi;\n  uwsgi_temp_path {p}/uwsgi;\n  scgi_temp_path {p}/scgi;\n\
-         \x20 upstream up {{ {servers}keepalive 128; }}\n\
+         \x20 upstream up {{ {servers}keepalive 128; }}\n{split}\
          \x20 server {{\n    listen 127.0.0.1:{port};\n    location = /nginx-health {{ return 200 \"ok\"; }}\n\
-         \x20   location / {{ proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_buffering off; }}\n  }}\n}}\n"
+         \x20   location / {{ proxy_pass http://up; proxy_http_version 1.1; proxy_set_header Connection \"\"; proxy_buffering off;{set_key} }}\n  }}\n}}\n"
     );
     let conf_path = dir.path().join("nginx.conf");
     std::fs::write(&conf_path, conf)?;

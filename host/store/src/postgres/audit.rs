@@ -12,6 +12,11 @@
 //! `hash`), and `hash` = SHA-256(`prev_hash`, `\n`, `content`), so an export
 //! of (`prev_hash`, `content`, `hash`) verifies offline with the same rule.
 //! Timestamps never go backwards along the chain (clamped to the head's).
+//!
+//! A chain imported from a single host (`import`) keeps its records as they
+//! were written: format-1 records (`format` = 1) are verified by their rule,
+//! and a chain that ends in format 1 gets the marker record before its next
+//! append, as in redb.
 
 use chrono::{DateTime, Utc};
 use tokio_postgres::{GenericClient, Transaction};
@@ -26,8 +31,11 @@ pub async fn append(txn: &Transaction<'_>, entries: &[AuditEntry]) -> StoreResul
     if entries.is_empty() {
         return Ok(());
     }
-    let head = txn.query_one("SELECT seq, hash, ts FROM audit_head WHERE singleton FOR UPDATE", &[]).await.map_err(db_error)?;
+    let head = txn.query_one("SELECT seq, hash, ts, format FROM audit_head WHERE singleton FOR UPDATE", &[]).await.map_err(db_error)?;
     let (mut seq, mut prev, mut last): (i64, String, Option<DateTime<Utc>>) = (head.get(0), head.get(1), head.get(2));
+    // A chain imported from a host whose last record is in format 1 gets the
+    // marker that starts format 2 first, as the redb store would write it.
+    let marker = (head.get::<_, i16>(3) < 2).then(crate::redb::audit::format_marker);
     let insert = txn
         .prepare(
             "INSERT INTO audit_records (seq, id, ts, kind, severity, user_id, description, operation, content, hash, prev_hash, target_user_id)
@@ -35,7 +43,7 @@ pub async fn append(txn: &Transaction<'_>, entries: &[AuditEntry]) -> StoreResul
         )
         .await
         .map_err(db_error)?;
-    for entry in entries {
+    for entry in marker.iter().chain(entries) {
         let now = Utc::now();
         // Microseconds, as stored: the content's timestamp and the column agree.
         let now = DateTime::from_timestamp_micros(now.timestamp_micros()).unwrap_or(now);
@@ -69,8 +77,14 @@ pub async fn append(txn: &Transaction<'_>, entries: &[AuditEntry]) -> StoreResul
         prev = record.hash;
         last = Some(ts);
     }
-    txn.execute("UPDATE audit_head SET seq = $1, hash = $2, ts = $3 WHERE singleton", &[&seq, &prev, &last]).await.map_err(db_error)?;
+    txn.execute("UPDATE audit_head SET seq = $1, hash = $2, ts = $3, format = 2 WHERE singleton", &[&seq, &prev, &last])
+        .await
+        .map_err(db_error)?;
     Ok(())
+}
+
+fn is_marker(r: &AuditRecord) -> bool {
+    r.metadata.get("operation").and_then(|o| o.as_str()) == Some(crate::redb::audit::FORMAT_MARKER)
 }
 
 fn record_of(content: &[u8], hash: String) -> StoreResult<AuditRecord> {
@@ -124,32 +138,47 @@ pub async fn verify<C: GenericClient>(client: &C) -> StoreResult<ChainReport> {
     };
     let mut prev = crate::redb::audit::GENESIS.to_owned();
     let mut expected_seq = 1i64;
+    // The format of the record before (0: none yet); see `crate::redb::audit`.
+    let mut format_before = 0i16;
     loop {
         let rows = client
             .query(
-                "SELECT seq, id, content, hash, prev_hash FROM audit_records WHERE seq >= $1 ORDER BY seq LIMIT $2",
+                "SELECT seq, id, content, hash, prev_hash, format FROM audit_records WHERE seq >= $1 ORDER BY seq LIMIT $2",
                 &[&expected_seq, &PAGE],
             )
             .await
             .map_err(db_error)?;
         for row in &rows {
-            let (seq, id, content, hash, prev_hash): (i64, String, &[u8], String, String) =
-                (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4));
+            let (seq, id, content, hash, prev_hash, format): (i64, String, &[u8], String, String, i16) =
+                (row.get(0), row.get(1), row.get(2), row.get(3), row.get(4), row.get(5));
             report.records += 1;
+            // Format 1 (imported): the bytes hashed are the stored ones with the `hash` value emptied.
+            let hashed =
+                if format == 1 { crate::redb::audit::split(content).map(|s| s.content.into_owned()) } else { Ok(content.to_vec()) };
             if seq != expected_seq {
                 broken(&mut report, id.clone(), format!("records {expected_seq} to {} are missing", seq - 1));
             } else if prev_hash != prev {
                 broken(&mut report, id.clone(), "prev_hash does not match the hash of the record before it".into());
-            } else if chain_hash(&prev_hash, content) != hash {
+            } else if let Err(e) = &hashed {
+                broken(&mut report, id.clone(), format!("unreadable or edited: {e}"));
+            } else if hashed.as_ref().is_ok_and(|h| chain_hash(&prev_hash, h) != hash) {
                 broken(&mut report, id.clone(), "hash does not match the record's content (edited)".into());
+            } else if format < format_before {
+                broken(&mut report, id.clone(), "a record in format 1 after format 2 began (rewritten in the old format)".into());
             } else {
                 // The content's own back-link must be the column's: an edit of one alone is a break.
                 match record_of(content, hash.clone()) {
-                    Ok(r) if r.prev_hash == prev_hash && r.id == id => {}
-                    Ok(_) => broken(&mut report, id.clone(), "the record's columns do not match its content".into()),
+                    Ok(r) if r.prev_hash != prev_hash || r.id != id => {
+                        broken(&mut report, id.clone(), "the record's columns do not match its content".into())
+                    }
+                    Ok(r) if format == 2 && format_before == 1 && !is_marker(&r) => {
+                        broken(&mut report, id.clone(), "format 2 begins without its marker record".into())
+                    }
+                    Ok(_) => {}
                     Err(e) => broken(&mut report, id.clone(), format!("unreadable: {e}")),
                 }
             }
+            format_before = format_before.max(format);
             prev = hash;
             expected_seq = seq + 1;
         }

@@ -27,11 +27,16 @@ pub async fn push_events(txn: &Transaction<'_>, events: &[OutboxEvent]) -> Store
 
 /// A `receipts` row as stored: a receipt signed alone with its signature,
 /// or one of a batch (its place in `receipt_batches` is in the columns).
+/// `batch` is only in rows imported from a redb file written before its
+/// batches had a table of their own: the receipt's path to its batch's
+/// signed root, kept inline.
 #[derive(serde::Serialize, serde::Deserialize)]
-struct ReceiptRow {
-    receipt: Receipt,
+pub(super) struct ReceiptRow {
+    pub(super) receipt: Receipt,
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    signature: Option<String>,
+    pub(super) signature: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub(super) batch: Option<crate::receipts::BatchProof>,
 }
 
 /// Store sealed receipts: a batch once, then each receipt with its place in it.
@@ -39,7 +44,7 @@ pub async fn store_sealed(txn: &Transaction<'_>, sealed: &Sealed) -> StoreResult
     let insert = "INSERT INTO receipts (bundle_id, batch_id, leaf, row) VALUES ($1, $2, $3, $4)";
     match sealed {
         Sealed::Alone(signed) => {
-            let row = ReceiptRow { receipt: signed.receipt.clone(), signature: Some(signed.signature.clone()) };
+            let row = ReceiptRow { receipt: signed.receipt.clone(), signature: Some(signed.signature.clone()), batch: None };
             txn.execute(insert, &[&signed.receipt.bundle_id, &None::<i64>, &None::<i32>, &encode(&row)?]).await.map_err(db_error)?;
         }
         Sealed::Batch { batch, receipts } => {
@@ -49,7 +54,7 @@ pub async fn store_sealed(txn: &Transaction<'_>, sealed: &Sealed) -> StoreResult
                 .map_err(db_error)?
                 .get(0);
             for (leaf, receipt) in (0i32..).zip(receipts) {
-                let row = ReceiptRow { receipt: receipt.clone(), signature: None };
+                let row = ReceiptRow { receipt: receipt.clone(), signature: None, batch: None };
                 txn.execute(insert, &[&receipt.bundle_id, &Some(id), &Some(leaf), &encode(&row)?]).await.map_err(db_error)?;
             }
         }
@@ -274,7 +279,7 @@ impl PgStore {
                 let leaf = usize::try_from(leaf).map_err(backend)?;
                 batch.receipt_at(leaf, stored.receipt).map(Some).ok_or_else(|| corrupt("its batch has no such leaf"))
             }
-            (None, _, Some(signature)) => Ok(Some(SignedReceipt { receipt: stored.receipt, signature, batch: None })),
+            (None, _, Some(signature)) => Ok(Some(SignedReceipt { receipt: stored.receipt, signature, batch: stored.batch })),
             _ => Err(corrupt("no signature")),
         }
     }

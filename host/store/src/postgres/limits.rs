@@ -3,6 +3,9 @@
 //! if missing, locks them in a fixed order, decides and counts, in one
 //! statement and one commit. Rows are per key, so one key's requests take
 //! turns fleet-wide for the length of that statement; other keys do not wait.
+//! The function's commit does not wait for the WAL flush (migration 7), so
+//! a turn no longer lasts an fsync; the request's own outcome commit, or any
+//! later synchronous one, makes the count durable (docs/decisions/fleet-limits.md).
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};

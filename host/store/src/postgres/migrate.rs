@@ -12,7 +12,7 @@ use tokio_postgres::GenericClient;
 /// Taken for the whole migration; the value spells "gatehous" in ASCII.
 const LOCK_ID: i64 = 0x6761_7465_686f_7573;
 
-/// (version, name, SQL), in order; versions start at 1 and have no gaps.
+/// (version, name, SQL), in ascending order of version.
 pub const MIGRATIONS: &[(i32, &str, &str)] = &[
     (1, "initial", include_str!("migrations/0001_initial.sql")),
     (2, "fleet_limits", include_str!("migrations/0002_fleet_limits.sql")),
@@ -20,6 +20,7 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
     (4, "knowledge_bases", include_str!("migrations/0004_knowledge_bases.sql")),
     (5, "plugin_registry", include_str!("migrations/0005_plugin_registry.sql")),
     (6, "receipt_keys", include_str!("migrations/0006_receipt_keys.sql")),
+    (7, "import_and_limits", include_str!("migrations/0007_import_and_limits.sql")),
 ];
 
 /// The newest schema version this binary knows.

@@ -10,6 +10,7 @@
 mod admin;
 pub mod audit;
 mod chat;
+pub mod import;
 mod key_cache;
 mod knowledge_bases;
 mod limits;

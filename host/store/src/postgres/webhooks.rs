@@ -19,7 +19,7 @@ use crate::webhooks::{
 };
 use crate::{StoreError, StoreResult};
 
-fn status_str(s: DeliveryStatus) -> &'static str {
+pub(super) fn status_str(s: DeliveryStatus) -> &'static str {
     match s {
         DeliveryStatus::Pending => "pending",
         DeliveryStatus::Succeeded => "succeeded",

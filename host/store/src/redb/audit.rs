@@ -137,7 +137,7 @@ fn seal(record: &mut AuditRecord) -> StoreResult<Vec<u8>> {
 }
 
 /// The record that starts format 2 after format-1 records.
-fn format_marker() -> AuditEntry {
+pub(crate) fn format_marker() -> AuditEntry {
     Audit::new(
         kind::SYSTEM,
         category::SYSTEM_INTEGRITY,
