@@ -10,6 +10,7 @@ use crate::app::AppState;
 use crate::bootstrap::{self, Bootstrap};
 use crate::config::Config;
 
+pub mod background;
 mod idle;
 pub mod peers;
 mod waiting;
@@ -98,6 +99,8 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>, bundle
             receipts,
             webhooks: webhooks.clone(),
             started,
+            overview: Default::default(),
+            knowledge_bases: Default::default(),
             chat,
         },
         registry,
@@ -110,6 +113,7 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>, bundle
         crate::reload::spawn(app.clone(), path)?;
     }
     let router = crate::api::routes::router(app.clone());
+    let background = background::Background::start(&app);
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     #[expect(
@@ -145,6 +149,7 @@ pub async fn run(config: Config, config_path: Option<std::path::PathBuf>, bundle
             let _ = tokio::time::timeout(crate::chat::cutoff::LAST_FRAMES, &mut server).await;
         }
     }
+    background.shutdown().await;
     webhooks.shutdown().await;
     sweeper.abort();
     backend.flush().await?;
