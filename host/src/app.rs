@@ -75,6 +75,10 @@ pub struct Shared {
     pub receipts: Arc<gatehouse_store::receipts::Signer25519>,
     pub webhooks: Arc<crate::webhooks::Webhooks>,
     pub started: Instant,
+    /// The console overview's readings (`api::admin::overview`).
+    pub overview: crate::api::admin::overview::Sampler,
+    /// What this server merged of the stored knowledge bases (`api::admin::indexes`).
+    pub knowledge_bases: std::sync::Mutex<crate::api::admin::indexes::Merged>,
     /// The chat pipeline's dependencies.
     pub chat: ChatDeps,
 }

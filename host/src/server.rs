@@ -10,6 +10,7 @@ use crate::app::AppState;
 use crate::bootstrap::{self, Bootstrap};
 use crate::config::Config;
 
+pub mod background;
 mod idle;
 pub mod peers;
 mod waiting;
@@ -109,6 +110,8 @@ pub async fn run_then(
             receipts,
             webhooks: webhooks.clone(),
             started,
+            overview: Default::default(),
+            knowledge_bases: Default::default(),
             chat,
         },
         registry,
@@ -121,6 +124,7 @@ pub async fn run_then(
         crate::reload::spawn(app.clone(), path)?;
     }
     let router = crate::api::routes::router(app.clone());
+    let background = background::Background::start(&app);
 
     let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
     #[expect(
@@ -157,6 +161,7 @@ pub async fn run_then(
             let _ = tokio::time::timeout(crate::chat::cutoff::LAST_FRAMES, &mut server).await;
         }
     }
+    background.shutdown().await;
     webhooks.shutdown().await;
     sweeper.abort();
     backend.flush().await?;

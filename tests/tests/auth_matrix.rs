@@ -111,7 +111,14 @@ async fn every_route_answers_every_kind_of_caller_as_expected() {
     let doc: Value = s.admin(Method::GET, "/openapi.json").send().await.expect("openapi").json().await.expect("json");
     let ops = operations(&doc);
     assert!(ops.len() >= 30, "only {} operations in /openapi.json", ops.len());
-    for must in ["/chat/completions", "/api/admin/keys", "/api/admin/webhooks", "/health", "/openapi.json"] {
+    for must in [
+        "/chat/completions",
+        "/api/admin/keys",
+        "/api/admin/webhooks",
+        "/api/admin/webhooks/{id}/deliveries/{deliveryId}/retry",
+        "/health",
+        "/openapi.json",
+    ] {
         assert!(ops.iter().any(|o| o.path == must), "{must} missing from /openapi.json");
     }
     // Metrics name every tenant's traffic: admins (and the configured scrape key) only.

@@ -6,8 +6,8 @@
 //! critical violation.
 
 use std::path::PathBuf;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 use gatehouse_tests::Server;
 use gatehouse_tests::webdriver::{Browser, Driver};
@@ -32,6 +32,7 @@ const CONSOLE_ADMIN_CALLS: &[(&str, &str)] = &[
     ("GET", "/audit-logs"),
     ("GET", "/api/admin/webhooks"),
     ("POST", "/api/admin/webhooks"),
+    ("POST", "/api/admin/webhooks/wh_none/deliveries/none/retry"),
     ("GET", "/api/admin/plugins"),
     ("GET", "/api/admin/indexes"),
     ("POST", "/api/admin/indexes"),
@@ -102,26 +103,55 @@ impl Shots {
     }
 }
 
-/// A webhook receiver that answers 200 and counts what it got.
-async fn receiver() -> (String, Arc<AtomicUsize>) {
-    let got = Arc::new(AtomicUsize::new(0));
+/// A webhook receiver: answers 200, or 500 while `failing` is set, and
+/// keeps the delivery id of every request it got.
+struct Hook {
+    url: String,
+    got: Arc<Mutex<Vec<String>>>,
+    failing: Arc<AtomicBool>,
+}
+
+async fn receiver() -> Hook {
+    let got: Arc<Mutex<Vec<String>>> = Arc::default();
+    let failing = Arc::new(AtomicBool::new(false));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind receiver");
     let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
-    let count = got.clone();
-    let app = axum::Router::new().fallback(move || {
-        let count = count.clone();
+    let (ids, fail) = (got.clone(), failing.clone());
+    let app = axum::Router::new().fallback(move |headers: axum::http::HeaderMap| {
+        let (ids, fail) = (ids.clone(), fail.clone());
         async move {
-            count.fetch_add(1, Ordering::SeqCst);
-            "ok"
+            let id = headers.get("x-gatehouse-delivery").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned();
+            ids.lock().expect("lock").push(id);
+            if fail.load(Ordering::SeqCst) { axum::http::StatusCode::INTERNAL_SERVER_ERROR } else { axum::http::StatusCode::OK }
         }
     });
     tokio::spawn(async move { axum::serve(listener, app).await });
-    (url, got)
+    Hook { url, got, failing }
+}
+
+/// Click "Refresh deliveries" until the first row of the deliveries table says `status`.
+async fn wait_first_delivery(b: &Browser, status: &str) -> String {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let row =
+            b.script("const r = document.querySelector('#deliveries-table tbody tr'); return r ? r.textContent : ''", json!([])).await;
+        let row = row.as_str().unwrap_or_default().to_owned();
+        if row.contains(status) {
+            return row;
+        }
+        assert!(std::time::Instant::now() < deadline, "the newest delivery never became {status}: {row}");
+        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
+        click_button(b, "Refresh deliveries").await;
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_operator_runs_the_first_hour_in_the_console() {
-    let s = Server::builder().env("WEBHOOKS_ALLOW_PRIVATE", "true").start();
+    // Fast webhook retries, so a failed delivery is reached within the test.
+    let s = Server::builder()
+        .env("WEBHOOKS_ALLOW_PRIVATE", "true")
+        .toml("[webhooks]\nretry_delays_ms = [0, 100]\npoll_interval_ms = 50")
+        .start();
     let shots = Shots { dir: s.dir.path().join("screenshots"), keep: std::env::var_os("CONSOLE_SCREENSHOTS").map(PathBuf::from) };
     std::fs::create_dir_all(&shots.dir).expect("screenshot dir");
     let (_, plain, _) = s.create_key(json!({"name": "not an admin"})).await;
@@ -235,26 +265,37 @@ async fn an_operator_runs_the_first_hour_in_the_console() {
     shots.page(&b, "audit").await;
 
     // A webhook: create it, send a test, see the delivery and its attempts.
-    let (hook, got) = receiver().await;
+    let hook = receiver().await;
     open(&b, &s, "webhooks", "Webhooks").await;
-    b.fill("#webhook-url", &hook).await;
+    b.fill("#webhook-url", &hook.url).await;
     b.click("#create-webhook button[type=submit]").await;
     b.wait_text("#webhook-secret", "whsec_").await;
     click_button(&b, "Send test").await;
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
-    loop {
-        let t = b.text("#webhook-deliveries").await;
-        if t.contains("succeeded") {
-            assert!(t.contains("HTTP 200"), "{t}");
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "no delivery succeeded: {t}");
-        tokio::time::sleep(std::time::Duration::from_millis(300)).await;
-        click_button(&b, "Refresh deliveries").await;
-    }
+    let row = wait_first_delivery(&b, "succeeded").await;
+    assert!(row.contains("HTTP 200"), "{row}");
     let attempts = b.script("return document.querySelector('#deliveries-table tbody tr').cells[2].textContent", json!([])).await;
     assert_eq!(attempts, "1");
-    assert!(got.load(Ordering::SeqCst) >= 1, "the receiver got it");
+    assert_eq!(hook.got.lock().expect("lock").len(), 1, "the receiver got it");
+    assert_eq!(b.script("return document.querySelectorAll('.retry-delivery').length", json!([])).await, 0, "no retry for a success");
+
+    // A delivery the receiver refuses until told otherwise: failed, then retried from the page.
+    hook.failing.store(true, Ordering::SeqCst);
+    click_button(&b, "Send test").await;
+    let row = wait_first_delivery(&b, "failed").await;
+    assert!(row.contains("HTTP 500"), "{row}");
+    let failed_id =
+        b.script("return document.querySelector('#deliveries-table tbody tr .retry-delivery').dataset.delivery", json!([])).await;
+    let failed_id = failed_id.as_str().expect("a Retry button on the failed delivery").to_owned();
+    shots.page(&b, "webhooks-failed").await;
+    hook.failing.store(false, Ordering::SeqCst);
+    b.click("#deliveries-table tbody tr .retry-delivery").await;
+    b.wait_text("#status", "queued again").await;
+    wait_first_delivery(&b, "succeeded").await;
+    let cells = b.script("return [...document.querySelector('#deliveries-table tbody tr').cells].map(c => c.textContent)", json!([])).await;
+    assert_eq!((&cells[2], &cells[3]), (&json!("1"), &json!("1")), "one attempt since the retry, one retry: {cells}");
+    let got = hook.got.lock().expect("lock").clone();
+    assert_eq!(got.len(), 4, "one success, two failed attempts, one retried: {got:?}");
+    assert!(got[1..].iter().all(|id| *id == failed_id), "the retry carries the same delivery id: {got:?}");
     shots.page(&b, "webhooks").await;
 
     // The playground blocks an attack.

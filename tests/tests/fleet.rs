@@ -6,8 +6,9 @@
 //!
 //! Runtime: 70 to 105 s on the shared two-core machine (three hosts start per
 //! case; the outage cases wait for health to turn and back, the killed host's
-//! delivery for its lease to lapse; the two-cycle kill loop restarts a host twice),
-//! plus the move from a single redb host (`db import`; two hosts started in turn).
+//! delivery for its lease to lapse; the two-cycle kill loop restarts a host
+//! twice; each host compiles every published plugin version itself), plus the
+//! move from a single redb host (`db import`; two hosts started in turn).
 
 use std::time::{Duration, Instant};
 
@@ -27,19 +28,28 @@ struct Fleet {
 impl Fleet {
     /// Start `n` hosts on a new database of `pg`, with one bootstrap admin key.
     fn start(pg: &TempPostgres, db: &str, n: usize, extra: &str) -> Fleet {
+        Self::start_with(pg, db, n, extra, &[])
+    }
+
+    /// [`Fleet::start`], each host with `plugins` (component file, name) in its watched folder.
+    fn start_with(pg: &TempPostgres, db: &str, n: usize, extra: &str, plugins: &[(&str, &str)]) -> Fleet {
         let url = pg.create_database(db);
         let admin = admin_key_for(&format!("fleet{db}"));
+        let plugins: Vec<(String, String)> = plugins.iter().map(|(src, name)| (src.to_string(), name.to_string())).collect();
         // All at once, as an orchestrator starts them: one registers the
         // bootstrap admin key, the others find it.
         let starting: Vec<_> = (0..n)
             .map(|_| {
-                let (url, admin, extra) = (url.clone(), admin.clone(), extra.to_owned());
+                let (url, admin, extra, plugins) = (url.clone(), admin.clone(), extra.to_owned(), plugins.clone());
                 std::thread::spawn(move || {
-                    Server::builder()
+                    let mut builder = Server::builder()
                         .toml(&format!("[store]\nbackend = \"postgres\"\npool_size = 8\n{extra}"))
                         .env("GATEHOUSE_DATABASE_URL", &url)
-                        .env("GATEHOUSE_BOOTSTRAP_ADMIN_KEY", &admin)
-                        .start()
+                        .env("GATEHOUSE_BOOTSTRAP_ADMIN_KEY", &admin);
+                    for (src, name) in &plugins {
+                        builder = builder.plugin(src, name);
+                    }
+                    builder.start()
                 })
             })
             .collect();
@@ -588,6 +598,113 @@ async fn a_single_host_on_redb_moves_to_postgres_with_db_import(pg: &TempPostgre
     assert_eq!(report["ok"], true, "{report}");
 }
 
+/// What `reload/m` answers on `host` (the content of the provider's reply), or the error.
+async fn reload_answer(host: &Server) -> Result<String, String> {
+    let body = json!({"index": "Zero-Knowledge", "models": ["reload/m"], "prompt": "hello", "prompt_shield": {"enabled": false}});
+    let (st, v) = host.chat_as(&host.admin_key, &body).await;
+    if st != 200 {
+        return Err(format!("{st}: {v}"));
+    }
+    Ok(v["choices"][0]["message"]["content"].as_str().unwrap_or_default().to_owned())
+}
+
+/// How long a registry change may take to serve on every host: the NOTIFY
+/// at commit, then each host fetches, compiles (a debug build of the engine,
+/// three hosts on two cores; the compiled-artifact cache is shared, so
+/// usually one compiles and the others load) and swaps. Measured: under
+/// 100 ms for each change; the bound leaves room for a cold cache.
+const REGISTRY_BOUND: Duration = Duration::from_secs(10);
+
+/// Poll every host until `reload/m` answers `want` on all of them, within
+/// [`REGISTRY_BOUND`]; returns how long the slowest took.
+async fn every_host_answers(fleet: &Fleet, want: &str) -> Duration {
+    let at = Instant::now();
+    let mut pending: Vec<usize> = (0..fleet.hosts.len()).collect();
+    while !pending.is_empty() {
+        let mut still = Vec::new();
+        for h in pending {
+            let got = reload_answer(fleet.host(h)).await;
+            if got.as_deref() != Ok(want) {
+                assert!(at.elapsed() < REGISTRY_BOUND, "host {h} does not serve {want:?} after {:?}: {got:?}", at.elapsed());
+                still.push(h);
+            }
+        }
+        pending = still;
+        if !pending.is_empty() {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    at.elapsed()
+}
+
+async fn publish_plugin(host: &Server, bytes: Vec<u8>) -> (u16, Value) {
+    let r = host
+        .admin(Method::POST, "/api/admin/plugins")
+        .header("content-type", "application/wasm")
+        .body(bytes)
+        .send()
+        .await
+        .expect("publish");
+    let st = r.status().as_u16();
+    (st, r.json().await.expect("json"))
+}
+
+async fn a_plugin_published_once_serves_on_every_host_a_broken_upload_changes_none_and_a_rollback_reaches_all(pg: &TempPostgres) {
+    use gatehouse_tests::plugins;
+    let config = "[policies]\ndefault = \"open\"\n[providers.reload]\nplugin = \"provider-reload\"\nbase_url = \"echo://local\"\n";
+    let fleet = Fleet::start_with(pg, "registry", 3, config, &[(plugins::OPEN_POLICY, "open.wasm")]);
+    for h in 0..3 {
+        assert!(reload_answer(fleet.host(h)).await.is_err(), "host {h} serves reload/m before it is published");
+    }
+    let component = |path: &str| std::fs::read(path).expect("test component");
+
+    // Published once, on host A: every host serves it.
+    let (st, v) = publish_plugin(fleet.host(0), component(plugins::RELOAD_A)).await;
+    assert_eq!((st, v["data"]["plugin"]["version"].as_u64()), (201, Some(1)), "{v}");
+    let took = every_host_answers(&fleet, "answer from version a").await;
+    println!("version 1 served by all three hosts after {took:?}");
+    let (st, v) = publish_plugin(fleet.host(2), component(plugins::RELOAD_B)).await;
+    assert_eq!((st, v["data"]["plugin"]["version"].as_u64()), (201, Some(2)), "{v}");
+    let took = every_host_answers(&fleet, "answer from version b").await;
+    println!("version 2 served by all three hosts after {took:?}");
+
+    // A broken upload on host B: refused, stored nowhere, and no host's plugin changes.
+    let (st, v) = publish_plugin(fleet.host(1), b"\0asm but not really".to_vec()).await;
+    assert_eq!(st, 400, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap_or_default().contains("not a valid WebAssembly component"), "{v}");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    for h in 0..3 {
+        assert_eq!(reload_answer(fleet.host(h)).await.as_deref(), Ok("answer from version b"), "host {h} after the refused upload");
+        let versions: Value = fleet
+            .host(h)
+            .admin(Method::GET, "/api/admin/plugins/provider-reload/versions")
+            .send()
+            .await
+            .expect("versions")
+            .json()
+            .await
+            .expect("json");
+        assert_eq!(versions["data"].as_array().map(Vec::len), Some(2), "host {h}: the refused upload was not kept: {versions}");
+    }
+
+    // A rollback on host B reaches every host.
+    let r = fleet.host(1).admin(Method::POST, "/api/admin/plugins/provider-reload/rollback").send().await.expect("rollback");
+    let (st, v): (u16, Value) = (r.status().as_u16(), r.json().await.expect("json"));
+    assert_eq!((st, v["data"]["plugin"]["version"].as_u64()), (200, Some(1)), "{v}");
+    let took = every_host_answers(&fleet, "answer from version a").await;
+    println!("the rollback served by all three hosts after {took:?}");
+    // Each host audits its own loads, as for a file drop (appended just after the swap).
+    let deadline = Instant::now() + Duration::from_secs(5);
+    loop {
+        let loads = fleet.host(0).audit_total("type=plugin_management&search=plugin_reloaded").await;
+        if loads >= 3 * 2 {
+            break;
+        }
+        assert!(Instant::now() < deadline, "every host reloads twice (version 2, then the rollback): {loads} records");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn three_hosts_on_one_postgres_keep_every_promise() {
     let mut pg = TempPostgres::start();
@@ -596,6 +713,7 @@ async fn three_hosts_on_one_postgres_keep_every_promise() {
     an_idempotent_duplicate_on_two_hosts_at_once_runs_and_is_billed_once(&pg).await;
     a_key_revoked_on_host_a_is_refused_on_host_c_within_the_bound(&pg).await;
     a_host_killed_holding_a_delivery_has_it_delivered_by_another_with_the_same_id(&pg).await;
+    a_plugin_published_once_serves_on_every_host_a_broken_upload_changes_none_and_a_rollback_reaches_all(&pg).await;
     acknowledged_writes_survive_a_host_of_the_fleet_killed_under_load(&pg).await;
     let fleet = postgres_stopped_and_restarted_under_load_loses_nothing_acknowledged(&mut pg).await;
     a_host_started_while_postgres_is_down_answers_degraded_and_serves_once_it_returns(&mut pg).await;

@@ -183,7 +183,12 @@ async fn unknown_routes_need_a_key_then_404() {
 async fn sigterm_shuts_down_cleanly_and_audit_chain_verifies() {
     let mut s = Server::start();
     s.create_key(json!({})).await;
+    let at = std::time::Instant::now();
     assert!(s.terminate(), "exit status 0 after SIGTERM");
+    // Nothing in flight: the background loops (overview sampler, knowledge-base
+    // merge) stop at the signal and are joined well inside a second or two.
+    assert!(at.elapsed() < std::time::Duration::from_secs(5), "shutdown took {:?}", at.elapsed());
+    assert!(!s.log().contains("background loops still running"), "a loop ignored the stop signal:\n{}", s.log());
     let out = std::process::Command::new(gatehouse_tests::server::binary())
         .args(["audit", "verify", "--config"])
         .arg(&s.config_path)

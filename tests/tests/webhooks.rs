@@ -765,3 +765,59 @@ async fn deliveries_survive_sigkill_and_duplicates_keep_their_delivery_id() {
         "an outbox event in flight at the kill was sent again, with the same delivery id"
     );
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_delivery_is_retried_by_an_admin_with_the_same_id_and_attempts_afresh() {
+    // The receiver fails until told otherwise.
+    let rx = Receiver::start(Reply::Status(500)).await;
+    let s = gateway("retry_delays_ms = [0, 100]", 2000, "");
+    let (id, secret) = create(&s, &rx.url, json!(["*"])).await;
+    let (_, delivery_id) = send_test(&s, &id).await;
+    let retry = format!("/api/admin/webhooks/{id}/deliveries/{delivery_id}/retry");
+    let d = wait_deliveries(&s, &id, Duration::from_secs(10), |d| d.first().is_some_and(|x| x["status"] != "pending")).await;
+    assert_eq!(
+        (d[0]["id"].as_str(), &d[0]["status"], &d[0]["attempts"], &d[0]["retries"]),
+        (Some(delivery_id.as_str()), &json!("failed"), &json!(2), &json!(0))
+    );
+    assert_eq!(rx.hits().len(), 2);
+
+    // Unknown ids are 404; a non-admin key is 403 whatever the ids.
+    let (st, v) =
+        call(&s, Method::POST, &format!("/api/admin/webhooks/{id}/deliveries/00000000-0000-8000-8000-000000000000/retry"), None).await;
+    assert_eq!((st, &v["error"]["code"]), (404, &json!("NOT_FOUND")), "{v}");
+    let (st, _) = call(&s, Method::POST, &format!("/api/admin/webhooks/wh_none/deliveries/{delivery_id}/retry"), None).await;
+    assert_eq!(st, 404);
+    let (_, plain, _) = s.create_key(json!({"name": "not an admin"})).await;
+    let r = s.client.post(s.url(&retry)).bearer_auth(&plain).send().await.expect("send");
+    assert_eq!(r.status(), 403);
+
+    // The retry: accepted, and still refused while the delivery is pending again.
+    rx.set_default(Reply::Status(200));
+    let (st, v) = call(&s, Method::POST, &retry, None).await;
+    assert_eq!(st, 202, "{v}");
+    assert_eq!(
+        (&v["data"]["id"], &v["data"]["status"], &v["data"]["attempts"], &v["data"]["retries"]),
+        (&json!(delivery_id), &json!("pending"), &json!(0), &json!(1))
+    );
+    let d = wait_deliveries(&s, &id, Duration::from_secs(10), |d| d[0]["status"] == "succeeded").await;
+    assert_eq!((&d[0]["attempts"], &d[0]["retries"], &d[0]["lastStatusCode"]), (&json!(1), &json!(1), &json!(200)));
+    let hits = rx.hits();
+    assert_eq!(hits.len(), 3);
+    for h in &hits {
+        assert_eq!(h.header("x-gatehouse-delivery"), delivery_id, "receivers deduplicate on it");
+        assert_eq!(h.body, hits[0].body, "the same bytes");
+        assert!(verify(&secret, h.header("x-gatehouse-signature"), &h.body));
+    }
+    // Delivered: a second retry is a conflict, and nothing is sent.
+    let (st, v) = call(&s, Method::POST, &retry, None).await;
+    assert_eq!((st, &v["error"]["code"]), (409, &json!("CONFLICT")), "{v}");
+    assert!(v["error"]["message"].as_str().is_some_and(|m| m.contains("succeeded")), "{v}");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(rx.hits().len(), 3);
+
+    // Audited, naming the delivery.
+    let (st, v) = call(&s, Method::GET, "/audit-logs?type=webhook_management&limit=100", None).await;
+    assert_eq!(st, 200, "{v}");
+    let text = v.to_string();
+    assert!(text.contains("retry_webhook_delivery") && text.contains(&delivery_id), "{v:#}");
+}

@@ -79,8 +79,6 @@ pub fn router(app: AppState) -> Router {
         cfg.server.max_body_bytes.max((cfg.plugins.max_component_mb as usize).saturating_mul(1024 * 1024))
     };
     let (router, mut doc) = routes(&app).split_for_parts();
-    overview::start(&app);
-    indexes::start(&app);
     openapi::complete(&mut doc);
     openapi::publish(&doc);
     router

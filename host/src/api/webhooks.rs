@@ -33,6 +33,7 @@
 //! | `POST /api/admin/webhooks/{id}/test` | — | 202 `{eventId: "evt_test_…", deliveryId, status: "queued"}` |
 //! | `DELETE /api/admin/webhooks/{id}` | — | 200 `{id, deleted: true}` |
 //! | `GET /api/admin/webhooks/{id}/deliveries?limit=50` | — | 200 `{deliveries: [delivery]}`, newest first |
+//! | `POST /api/admin/webhooks/{id}/deliveries/{deliveryId}/retry` | — | 202 delivery (pending again, `attempts: 0`, `retries` one more) |
 //!
 //! Field rules: `url` is `http` or `https`, at most 2048 characters, without
 //! user info, and may not point at a private, loopback, link-local,
@@ -64,7 +65,8 @@
 //!   "id": "0192f0c1-a2b3-7c4d-8e9f-0a1b2c3d4e5f",   // X-Gatehouse-Delivery
 //!   "eventId": "evt_…", "eventType": "api:model_failover",
 //!   "status": "pending",              // pending | succeeded | failed | cancelled
-//!   "attempts": 1,
+//!   "attempts": 1,                    // since the last manual retry
+//!   "retries": 0,                     // manual retries
 //!   "lastStatusCode": 503,            // null if no HTTP answer
 //!   "lastLatencyMs": 12,
 //!   "lastError": "HTTP 503",          // or "timed out after 5000 ms", "connection failed: …", "refused by the URL guard: …"
@@ -100,8 +102,9 @@
 //!
 //! # Errors
 //! 400 `VALIDATION_ERROR` (bad body, URL refused, unknown event), 404
-//! `NOT_FOUND` (no such endpoint), 409 `CONFLICT` (test on a disabled
-//! endpoint), plus the 401/403 of every admin route.
+//! `NOT_FOUND` (no such endpoint or delivery), 409 `CONFLICT` (test on a
+//! disabled endpoint; a retry the delivery's state refuses), plus the
+//! 401/403 of every admin route.
 
 use std::sync::Arc;
 
@@ -146,6 +149,7 @@ pub fn router<S: Clone + Send + Sync + 'static>(webhooks: Arc<Webhooks>) -> Open
         .routes(routes!(rotate_secret))
         .routes(routes!(test))
         .routes(routes!(deliveries))
+        .routes(routes!(retry_delivery))
         .with_state(webhooks)
 }
 
@@ -198,6 +202,7 @@ fn delivery_view(d: &Delivery) -> Value {
             DeliveryStatus::Cancelled => "cancelled",
         },
         "attempts": d.attempts,
+        "retries": d.retries,
         "lastStatusCode": d.last_status_code,
         "lastLatencyMs": d.last_latency_ms,
         "lastError": d.last_error,
@@ -543,4 +548,39 @@ async fn deliveries(
     wh.store.get_endpoint(&id).await?.ok_or_else(|| not_found(&id))?;
     let rows = wh.store.recent_deliveries(&id, limit).await?;
     Ok(ok(json!({"deliveries": rows.iter().map(delivery_view).collect::<Vec<_>>()})))
+}
+
+/// `POST /api/admin/webhooks/{id}/deliveries/{deliveryId}/retry`.
+#[utoipa::path(
+    post, path = "/api/admin/webhooks/{id}/deliveries/{deliveryId}/retry", tag = "webhooks",
+    params(("id" = String, Path, description = "`wh_…`"), ("deliveryId" = String, Path, description = "The delivery's id (`X-Gatehouse-Delivery`)")),
+    responses(
+        (status = 202, description = "The delivery, pending again with the same id and body and a fresh set of attempts", body = Success<crate::api::schema::JsonObject>),
+        (status = 404, description = "No such endpoint or delivery", body = NestedError),
+        (status = 409, description = "The delivery is pending or succeeded, kept no body, or the endpoint is disabled (`CONFLICT`)", body = NestedError),
+    )
+)]
+async fn retry_delivery(
+    State(wh): Wh,
+    Admin(ctx): Admin,
+    Path((id, delivery_id)): Path<(String, String)>,
+) -> Result<(StatusCode, Json<Value>), AdminError> {
+    let delay = wh.config.load().webhooks.retry_delays().first().copied().unwrap_or_default();
+    let audit = actor(
+        &wh,
+        &ctx,
+        Audit::new(
+            kind::WEBHOOK_MANAGEMENT,
+            category::SYSTEM_INTEGRITY,
+            format!("Delivery {delivery_id} of webhook endpoint {id} queued again"),
+        )
+        .meta("operation", "retry_webhook_delivery")
+        .meta("webhookId", id.clone())
+        .meta("deliveryId", delivery_id.clone()),
+        "POST /api/admin/webhooks/{id}/deliveries/{deliveryId}/retry",
+    )
+    .await;
+    let d = wh.store.requeue_delivery(&id, &delivery_id, Utc::now() + delay, audit).await?;
+    wh.kick(&id);
+    Ok((StatusCode::ACCEPTED, ok(delivery_view(&d))))
 }

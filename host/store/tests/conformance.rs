@@ -510,7 +510,8 @@ macro_rules! for_each_case {
             webhook_cases::the_queue_depth_counts_what_enabled_endpoints_have_not_passed_and_pending_retries,
             webhook_cases::fresh_attempts_retries_failures_auto_disable_and_pruning,
             webhook_cases::a_fresh_attempt_after_a_crash_continues_the_stored_row,
-            webhook_cases::cancel_delete_and_rotation
+            webhook_cases::cancel_delete_and_rotation,
+            webhook_cases::a_failed_delivery_is_requeued_once_with_its_id_and_body_and_attempts_afresh
         );
     };
 }

@@ -15,7 +15,7 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Component, Path, PathBuf};
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Arc;
 
 use axum::Json;
 use axum::extract::{Path as UrlPath, State};
@@ -39,20 +39,15 @@ const SYNC_EVERY: std::time::Duration = std::time::Duration::from_secs(3);
 /// Written and removed at once to make the folder watcher re-index.
 const REINDEX_MARKER: &str = ".gatehouse-reindex";
 
-/// What this process merged into the running config.
+/// What this server merged into its running config (kept in its app state).
 #[derive(Default)]
-struct Merged {
+pub struct Merged {
     /// The names the config file defines (the running config's own, as last seen unchanged by us).
     file: BTreeSet<String>,
     /// The stored definitions now in the running config.
     mine: BTreeMap<String, KnowledgeBaseDef>,
     /// The config this process last stored; another pointer means the file was reloaded.
     written: Option<Arc<Config>>,
-}
-
-fn merged() -> &'static Mutex<Merged> {
-    static M: OnceLock<Mutex<Merged>> = OnceLock::new();
-    M.get_or_init(Default::default)
 }
 
 fn store(app: &AppState) -> Result<&dyn KnowledgeBaseStore, AdminError> {
@@ -85,7 +80,7 @@ fn index_config(cfg: &Config, d: &KnowledgeBaseDef) -> Option<IndexConfig> {
 pub async fn sync(app: &AppState) -> Result<(), AdminError> {
     let defs = store(app)?.list_knowledge_bases().await?;
     let current = app.config.load_full();
-    let mut m = merged().lock().unwrap_or_else(|p| p.into_inner());
+    let mut m = app.knowledge_bases.lock().unwrap_or_else(|p| p.into_inner());
     if m.written.as_ref().is_none_or(|w| !Arc::ptr_eq(w, &current)) {
         // Loaded from the file at start or by a reload: nothing of ours is in it.
         m.file = current.indexes.keys().cloned().collect();
@@ -117,29 +112,25 @@ pub async fn sync(app: &AppState) -> Result<(), AdminError> {
     Ok(())
 }
 
-/// Merge now and every few seconds (once per process); called when the routes are built.
-pub fn start(app: &AppState) {
-    static STARTED: OnceLock<()> = OnceLock::new();
-    if tokio::runtime::Handle::try_current().is_err() {
-        return;
-    }
-    if STARTED.set(()).is_err() {
-        return;
-    }
-    let app = app.clone();
-    #[expect(
-        clippy::disallowed_methods,
-        reason = "not joined: it only reads the store and swaps the running config; a read after the store closed fails and is logged"
-    )]
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(SYNC_EVERY);
-        loop {
+/// Merge now and every few seconds until `stop`; started and joined by the
+/// server (`server::background`). PostgreSQL has no notification for these
+/// writes yet, so another host's change is seen at the next round: within
+/// [`SYNC_EVERY`].
+pub async fn run(app: AppState, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(SYNC_EVERY);
+    loop {
+        let round = async {
             tick.tick().await;
-            if let Err(e) = sync(&app).await {
-                tracing::warn!(error = %e.message, "merging the stored knowledge bases failed; retrying");
-            }
+            sync(&app).await
+        };
+        let merged = tokio::select! {
+            r = round => r,
+            () = crate::server::background::stopped(&mut stop) => return,
+        };
+        if let Err(e) = merged {
+            tracing::warn!(error = %e.message, "merging the stored knowledge bases failed; retrying");
         }
-    });
+    }
 }
 
 /// Files under `folder` (recursively, dot-files left out), up to a bound.
@@ -195,7 +186,7 @@ pub async fn list(State(app): State<AppState>, Admin(_): Admin) -> Result<Json<V
     let cfg = app.config();
     let defs = store(&app)?.list_knowledge_bases().await?;
     let (file, mine) = {
-        let m = merged().lock().unwrap_or_else(|p| p.into_inner());
+        let m = app.knowledge_bases.lock().unwrap_or_else(|p| p.into_inner());
         (m.file.clone(), m.mine.keys().cloned().collect::<BTreeSet<_>>())
     };
     let mut out = Vec::new();
@@ -265,7 +256,7 @@ pub async fn create(
 ) -> Result<(StatusCode, Json<Value>), AdminError> {
     check_name(&body.name)?;
     sync(&app).await?;
-    if merged().lock().unwrap_or_else(|p| p.into_inner()).file.contains(&body.name) {
+    if app.knowledge_bases.lock().unwrap_or_else(|p| p.into_inner()).file.contains(&body.name) {
         return Err(AdminError::conflict(format!("the config file defines `{}`; the config wins: change it there", body.name)));
     }
     let retriever = body.retriever.trim();
@@ -336,7 +327,7 @@ pub async fn create(
 pub async fn delete(State(app): State<AppState>, Admin(ctx): Admin, UrlPath(name): UrlPath<String>) -> Result<Json<Value>, AdminError> {
     sync(&app).await?;
     let stored = store(&app)?.list_knowledge_bases().await?.iter().any(|d| d.name == name);
-    if !stored && merged().lock().unwrap_or_else(|p| p.into_inner()).file.contains(&name) {
+    if !stored && app.knowledge_bases.lock().unwrap_or_else(|p| p.into_inner()).file.contains(&name) {
         return Err(AdminError::conflict(format!("`{name}` is defined in the config file: remove it there")));
     }
     let audit = actor_audit(

@@ -10,7 +10,7 @@
 //! request layer keeps anyway.
 
 use std::collections::VecDeque;
-use std::sync::{Arc, Mutex, OnceLock};
+use std::sync::Mutex;
 
 use axum::Json;
 use axum::extract::{Query, State};
@@ -55,15 +55,11 @@ struct EventCounts {
     dlp_hits: u64,
 }
 
+/// The readings of one server, kept in its app state.
 #[derive(Default)]
-struct Sampler {
+pub struct Sampler {
     readings: Mutex<VecDeque<Reading>>,
     events: tokio::sync::Mutex<EventCounts>,
-}
-
-fn sampler() -> &'static Arc<Sampler> {
-    static S: OnceLock<Arc<Sampler>> = OnceLock::new();
-    S.get_or_init(Default::default)
 }
 
 /// One line of the text exposition: (name, labels, value).
@@ -129,7 +125,7 @@ fn read_metrics(text: &str, r: &mut Reading) {
 async fn take_reading(app: &AppState) -> Reading {
     let mut r = Reading { at: Utc::now(), ..Default::default() };
     read_metrics(&crate::metrics::get().encode(), &mut r);
-    let s = sampler();
+    let s = &app.overview;
     let mut ev = s.events.lock().await;
     let counting = ev.primed;
     let mut read_to_end = true;
@@ -161,32 +157,25 @@ async fn take_reading(app: &AppState) -> Reading {
     r
 }
 
-/// Start the sampler (once per process); called when the routes are built.
-pub fn start(app: &AppState) {
-    static STARTED: OnceLock<()> = OnceLock::new();
-    if tokio::runtime::Handle::try_current().is_err() {
-        return;
-    }
-    if STARTED.set(()).is_err() {
-        return;
-    }
-    let app = app.clone();
-    #[expect(
-        clippy::disallowed_methods,
-        reason = "not joined: it only reads (metrics, the outbox) and writes nothing; a read after the store closed fails and is logged"
-    )]
-    tokio::spawn(async move {
-        let mut tick = tokio::time::interval(std::time::Duration::from_secs(STEP_SECONDS));
-        loop {
+/// Take a reading every minute until `stop`; started and joined by the
+/// server (`server::background`).
+pub async fn run(app: AppState, mut stop: tokio::sync::watch::Receiver<bool>) {
+    let mut tick = tokio::time::interval(std::time::Duration::from_secs(STEP_SECONDS));
+    loop {
+        let reading = async {
             tick.tick().await;
-            let r = take_reading(&app).await;
-            let mut readings = sampler().readings.lock().unwrap_or_else(|p| p.into_inner());
-            if readings.len() == KEPT {
-                readings.pop_front();
-            }
-            readings.push_back(r);
+            take_reading(&app).await
+        };
+        let r = tokio::select! {
+            r = reading => r,
+            () = crate::server::background::stopped(&mut stop) => return,
+        };
+        let mut readings = app.overview.readings.lock().unwrap_or_else(|p| p.into_inner());
+        if readings.len() == KEPT {
+            readings.pop_front();
         }
-    });
+        readings.push_back(r);
+    }
 }
 
 /// The latency (ms) under which `q` of the requests between two readings fell: the bound of its bucket.
@@ -241,7 +230,7 @@ pub async fn overview(State(app): State<AppState>, Admin(_): Admin, Query(p): Qu
     let now = take_reading(&app).await;
     let since = now.at - chrono::Duration::minutes(minutes as i64);
     let mut readings: Vec<Reading> =
-        sampler().readings.lock().unwrap_or_else(|p| p.into_inner()).iter().filter(|r| r.at >= since).cloned().collect();
+        app.overview.readings.lock().unwrap_or_else(|p| p.into_inner()).iter().filter(|r| r.at >= since).cloned().collect();
     // The process's start is the zero reading: everything counted since is after it.
     let started_at = Utc::now() - chrono::Duration::from_std(app.started.elapsed()).unwrap_or_default();
     let started = Reading { at: started_at, ..Default::default() };

@@ -1,7 +1,7 @@
 //! [`WebhookStore`] on PostgreSQL: endpoints, secrets (a table of their
 //! own, never read by listings), each endpoint's cursor into the outbox,
-//! and deliveries (pending ones with their body; finished ones without, the
-//! newest `keep` per endpoint).
+//! and deliveries (pending ones with their body; finished ones, the newest
+//! `keep` per endpoint, with their body only if they were not delivered).
 //!
 //! Each operation is one transaction. Rows are locked in one order
 //! (endpoints by id, then their deliveries), so two hosts recording attempts
@@ -15,7 +15,7 @@ use super::{PgStore, audit, db_error, decode, encode};
 use crate::model::AuditEntry;
 use crate::webhooks::{
     Applied, Attempt, AttemptEffect, Delivery, DeliveryStatus, Due, Endpoint, EndpointPatch, StoredSecret, WebhookStore, apply_attempt,
-    attempt_target,
+    attempt_target, keeps_body, requeue,
 };
 use crate::{StoreError, StoreResult};
 
@@ -70,10 +70,12 @@ async fn put_delivery(txn: &Transaction<'_>, d: &Delivery) -> StoreResult<()> {
     Ok(())
 }
 
-/// Store `d` as finished, without its body, and drop the endpoint's oldest
-/// finished deliveries beyond `keep`.
+/// Store `d` as finished, with its body only if it was not delivered, and
+/// drop the endpoint's oldest finished deliveries beyond `keep`.
 async fn finish(txn: &Transaction<'_>, d: &mut Delivery, keep: usize) -> StoreResult<()> {
-    d.body.clear();
+    if !keeps_body(d) {
+        d.body.clear();
+    }
     d.next_attempt_at = None;
     put_delivery(txn, d).await?;
     let keep = i64::try_from(keep).unwrap_or(i64::MAX);
@@ -237,6 +239,37 @@ impl WebhookStore for PgStore {
             }
             put_delivery(txn, &delivery).await?;
             audit::append(txn, std::slice::from_ref(&audit_entry)).await
+        })
+        .await
+    }
+
+    async fn requeue_delivery(
+        &self,
+        endpoint_id: &str,
+        delivery_id: &str,
+        due: DateTime<Utc>,
+        audit_entry: AuditEntry,
+    ) -> StoreResult<Delivery> {
+        self.in_txn(async |txn| {
+            // The endpoint first, then its delivery: the lock order of `record`.
+            let ep = endpoint_for_update(txn, endpoint_id).await?;
+            let row = txn
+                .query_opt(
+                    "SELECT record FROM webhook_deliveries WHERE id = $1 AND endpoint_id = $2 FOR UPDATE",
+                    &[&delivery_id, &endpoint_id],
+                )
+                .await
+                .map_err(db_error)?
+                .ok_or_else(|| StoreError::NotFound(format!("delivery {delivery_id} of webhook endpoint {endpoint_id}")))?;
+            let mut d: Delivery = decode(row.get(0))?;
+            requeue(&mut d, due, Utc::now())?;
+            if !ep.enabled {
+                return Err(StoreError::Conflict(format!("webhook endpoint {} is disabled; enable it first", ep.id)));
+            }
+            put_delivery(txn, &d).await?;
+            audit::append(txn, std::slice::from_ref(&audit_entry)).await?;
+            d.body.clear();
+            Ok(d)
         })
         .await
     }

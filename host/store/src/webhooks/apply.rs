@@ -1,7 +1,10 @@
 //! The rules that turn one attempt's outcome into what is stored, shared by
 //! both backends (each does the reads and writes in its own transaction).
 
+use chrono::{DateTime, Utc};
+
 use super::model::{Attempt, AttemptEffect, Delivery, DeliveryStatus, Endpoint};
+use crate::{StoreError, StoreResult};
 
 /// The delivery an attempt's outcome applies to, given the stored row of
 /// its id: a pending row (its attempt count wins; a row stored without its
@@ -83,6 +86,38 @@ pub fn apply_attempt(d: &mut Delivery, ep: &mut Endpoint, a: &Attempt) -> Applie
     Applied::Finished { effect, endpoint_changed: true }
 }
 
+/// Does a finished delivery keep its body? Only one that was not delivered:
+/// an administrator may send it again; a success's body is never needed.
+pub fn keeps_body(d: &Delivery) -> bool {
+    matches!(d.status, DeliveryStatus::Failed | DeliveryStatus::Cancelled)
+}
+
+/// Turn a finished, undelivered delivery back into a pending one due at
+/// `due`, for a manual retry: the same id and body (receivers deduplicate on
+/// the id), attempts counted afresh, `retries` one more. `Conflict` when it
+/// is pending (a retry would race the attempts it has left), succeeded
+/// (nothing to redo), or finished without a body (stored before bodies were
+/// kept, so there is nothing to send). The endpoint's checks are the caller's.
+pub fn requeue(d: &mut Delivery, due: DateTime<Utc>, now: DateTime<Utc>) -> StoreResult<()> {
+    let state = match d.status {
+        DeliveryStatus::Pending => Some("is still pending (its attempts are not used up)"),
+        DeliveryStatus::Succeeded => Some("has already succeeded"),
+        DeliveryStatus::Failed | DeliveryStatus::Cancelled => None,
+    };
+    if let Some(state) = state {
+        return Err(StoreError::Conflict(format!("delivery {} {state}; only a failed or cancelled delivery can be retried", d.id)));
+    }
+    if d.body.is_empty() {
+        return Err(StoreError::Conflict(format!("delivery {} finished before bodies were kept; it cannot be sent again", d.id)));
+    }
+    d.status = DeliveryStatus::Pending;
+    d.attempts = 0;
+    d.retries += 1;
+    d.next_attempt_at = Some(due);
+    d.updated_at = now;
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -160,5 +195,24 @@ mod tests {
         let finished = Delivery { status: DeliveryStatus::Cancelled, ..a.delivery.clone() };
         assert_eq!(attempt_target(Some(finished), &a), None);
         assert_eq!(attempt_target(None, &Attempt { fresh: false, ..a }), None, "a retry whose row is gone");
+    }
+
+    #[test]
+    fn only_an_undelivered_delivery_with_its_body_is_requeued_with_attempts_afresh() {
+        let a = attempt(Some("HTTP 500"), false);
+        let now = Utc::now();
+        let mut failed = Delivery { status: DeliveryStatus::Failed, attempts: 3, next_attempt_at: None, ..a.delivery.clone() };
+        requeue(&mut failed, now, now).expect("failed");
+        assert_eq!((failed.status, failed.attempts, failed.retries, failed.next_attempt_at), (DeliveryStatus::Pending, 0, 1, Some(now)));
+        assert_eq!((failed.id.as_str(), failed.body.as_str()), (a.delivery.id.as_str(), a.delivery.body.as_str()));
+        let mut cancelled = Delivery { status: DeliveryStatus::Cancelled, ..a.delivery.clone() };
+        requeue(&mut cancelled, now, now).expect("cancelled");
+        for status in [DeliveryStatus::Pending, DeliveryStatus::Succeeded] {
+            let mut d = Delivery { status, ..a.delivery.clone() };
+            assert!(matches!(requeue(&mut d, now, now), Err(StoreError::Conflict(_))), "{status:?}");
+            assert_eq!(d.status, status, "unchanged");
+        }
+        let mut bodiless = Delivery { status: DeliveryStatus::Failed, body: String::new(), ..a.delivery.clone() };
+        assert!(matches!(requeue(&mut bodiless, now, now), Err(StoreError::Conflict(m)) if m.contains("before bodies were kept")));
     }
 }

@@ -31,7 +31,7 @@ use chrono::{DateTime, Utc};
 
 use crate::StoreResult;
 use crate::model::AuditEntry;
-pub use apply::{Applied, apply_attempt, attempt_target};
+pub use apply::{Applied, apply_attempt, attempt_target, keeps_body, requeue};
 pub use model::{Attempt, AttemptEffect, Delivery, DeliveryStatus, Due, Endpoint, EndpointPatch, StoredSecret, TEST_EVENT, delivery_id};
 
 /// Webhook storage operations. Writes that change an endpoint take the audit
@@ -60,6 +60,14 @@ pub trait WebhookStore: Send + Sync + 'static {
     /// Queue a delivery outside the outbox (the test route). `NotFound` if
     /// the endpoint is gone, `Conflict` if it is disabled.
     async fn queue_delivery(&self, delivery: Delivery, audit: AuditEntry) -> StoreResult<()>;
+    /// Send a failed or cancelled delivery again (an administrator's retry):
+    /// in one commit with `audit`, it becomes pending, due at `due`, with its
+    /// id and body unchanged and its attempts counted afresh (see
+    /// [`requeue`]). `NotFound` if the endpoint or the delivery is unknown
+    /// (pruned, or a first attempt still in flight: it has no row yet);
+    /// `Conflict` if the endpoint is disabled, or the delivery is pending,
+    /// succeeded, or kept no body. Returns the delivery, without its body.
+    async fn requeue_delivery(&self, endpoint_id: &str, delivery_id: &str, due: DateTime<Utc>, audit: AuditEntry) -> StoreResult<Delivery>;
     /// Pending and finished deliveries, most recently updated first, without bodies.
     async fn recent_deliveries(&self, endpoint_id: &str, limit: usize) -> StoreResult<Vec<Delivery>>;
 

@@ -100,12 +100,18 @@ pub struct Delivery {
     pub event_type: String,
     /// The exact bytes POSTed, fixed when the delivery is created so every
     /// attempt sends (and signs) the same body. Stored while the delivery is
-    /// pending, dropped when it finishes.
+    /// pending; kept when it fails or is cancelled (so an administrator can
+    /// send it again, [`WebhookStore::requeue_delivery`](crate::webhooks::WebhookStore::requeue_delivery)),
+    /// dropped when it succeeds. Finished rows are pruned to the newest
+    /// `keep` per endpoint, so the kept bodies are bounded by that.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub body: String,
     pub status: DeliveryStatus,
-    /// Attempts made so far.
+    /// Attempts made so far (since the last manual retry).
     pub attempts: u32,
+    /// Times an administrator sent it again after it failed.
+    #[serde(default)]
+    pub retries: u32,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_attempt_at: Option<DateTime<Utc>>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -145,6 +151,7 @@ impl Delivery {
             body: serde_json::to_string(event).map_err(backend)?,
             status: DeliveryStatus::Pending,
             attempts: 0,
+            retries: 0,
             next_attempt_at: Some(due),
             last_status_code: None,
             last_latency_ms: None,

@@ -199,3 +199,59 @@ pub async fn cancel_delete_and_rotation(s: &dyn Both) {
     assert_eq!(one(s, attempt(&ds[1], false, None, None)).await, AttemptEffect::Gone);
     assert!(matches!(s.delete_endpoint("wh_x", entry()).await, Err(StoreError::NotFound(_))));
 }
+
+pub async fn a_failed_delivery_is_requeued_once_with_its_id_and_body_and_attempts_afresh(s: &dyn Both) {
+    s.create_endpoint(endpoint("wh_r", &["*"]), StoredSecret::new("whsec_test".into()), entry()).await.expect("create");
+    let now = Utc::now();
+    let ds: Vec<Delivery> = (0..3).map(|_| Delivery::new("wh_r", &event("dlp:incident"), now, now).expect("delivery")).collect();
+    let before = s.audit_query(&super::everything()).await.expect("audit").1;
+    // ds[0] fails (its attempts used up), ds[1] succeeds, ds[2] waits for a retry.
+    assert_eq!(one(s, attempt(&ds[0], true, Some("HTTP 500"), None)).await, AttemptEffect::Failed { disabled: false });
+    assert_eq!(one(s, attempt(&ds[1], true, None, None)).await, AttemptEffect::Acknowledged);
+    let later = now + chrono::Duration::seconds(60);
+    assert_eq!(one(s, attempt(&ds[2], true, Some("HTTP 500"), Some(later))).await, AttemptEffect::Retry);
+
+    for (id, why) in [(&ds[1].id, "succeeded"), (&ds[2].id, "pending")] {
+        match s.requeue_delivery("wh_r", id, now, entry()).await {
+            Err(StoreError::Conflict(m)) => assert!(m.contains(why), "{m}"),
+            other => panic!("a {why} delivery is not requeued: {other:?}"),
+        }
+    }
+    assert!(matches!(s.requeue_delivery("wh_r", "no-such-delivery", now, entry()).await, Err(StoreError::NotFound(_))));
+    assert!(matches!(s.requeue_delivery("wh_none", &ds[0].id, now, entry()).await, Err(StoreError::NotFound(_))));
+
+    let back = s.requeue_delivery("wh_r", &ds[0].id, now, entry()).await.expect("requeue");
+    assert_eq!((back.id.as_str(), back.attempts, back.retries), (ds[0].id.as_str(), 0, 1));
+    assert!(back.body.is_empty(), "the answer carries no body");
+    assert!(matches!(s.requeue_delivery("wh_r", &ds[0].id, now, entry()).await, Err(StoreError::Conflict(_))), "now pending");
+    // The dispatcher finds it due with the body it had, and a retry is one more record in the log.
+    let due = s.due_deliveries("wh_r", now, 10).await.expect("due");
+    assert_eq!(due.due.len(), 1);
+    assert_eq!((due.due[0].id.as_str(), due.due[0].body.as_str(), due.due[0].attempts), (ds[0].id.as_str(), ds[0].body.as_str(), 0));
+    assert_eq!(s.endpoints_with_pending().await.expect("pending"), ["wh_r"]);
+    assert_eq!(s.audit_query(&super::everything()).await.expect("audit").1, before + 1, "only the requeue was audited");
+    assert_eq!(one(s, attempt(&due.due[0], false, None, None)).await, AttemptEffect::Acknowledged);
+    let recent = s.recent_deliveries("wh_r", 10).await.expect("recent");
+    let d = recent.iter().find(|d| d.id == ds[0].id).expect("listed once");
+    assert_eq!((d.attempts, d.retries, d.status), (1, 1, gatehouse_store::webhooks::DeliveryStatus::Succeeded));
+    assert_eq!(recent.iter().filter(|d| d.id == ds[0].id).count(), 1);
+    assert!(matches!(s.requeue_delivery("wh_r", &ds[0].id, now, entry()).await, Err(StoreError::Conflict(_))), "delivered now");
+
+    // History stays bounded (`keep` = 3) across requeues: ds[0] left it and came back once.
+    let more: Vec<Delivery> = (0..3).map(|_| Delivery::new("wh_r", &event("dlp:incident"), now, now).expect("delivery")).collect();
+    for d in &more {
+        one(s, attempt(d, true, None, None)).await;
+    }
+    assert_eq!(one(s, attempt(&ds[2], false, Some("HTTP 500"), None)).await, AttemptEffect::Failed { disabled: false });
+    let extra = Delivery::new("wh_r", &event("dlp:incident"), now, now).expect("delivery");
+    assert_eq!(one(s, attempt(&extra, true, Some("HTTP 500"), None)).await, AttemptEffect::Failed { disabled: true });
+    let recent = s.recent_deliveries("wh_r", 10).await.expect("recent");
+    assert_eq!(recent.len(), 3, "{recent:?}");
+    // A disabled endpoint takes no retry until it is enabled again.
+    match s.requeue_delivery("wh_r", &ds[2].id, now, entry()).await {
+        Err(StoreError::Conflict(m)) => assert!(m.contains("disabled"), "{m}"),
+        other => panic!("{other:?}"),
+    }
+    s.update_endpoint("wh_r", EndpointPatch { enabled: Some(true), ..Default::default() }, entry()).await.expect("on");
+    s.requeue_delivery("wh_r", &ds[2].id, now, entry()).await.expect("requeue after enabling");
+}

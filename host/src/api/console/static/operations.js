@@ -1,4 +1,4 @@
-// Webhooks (endpoints, deliveries, rotate, test), plugins and knowledge
+// Webhooks (endpoints, deliveries and their retry, rotate, test), plugins and knowledge
 // bases, and the policy playground.
 import { del, get, post, put } from "./api.js";
 import { field, h, input, say, table, when } from "./ui.js";
@@ -43,12 +43,26 @@ export async function webhooks(root) {
         { title: "Event", value: (x) => x.eventType },
         { title: "Status", value: (x) => x.status },
         { title: "Attempts", value: (x) => x.attempts, num: true },
+        { title: "Retries", value: (x) => x.retries || 0, num: true },
         { title: "Last answer", value: (x) => (x.lastStatusCode ? `HTTP ${x.lastStatusCode}` : x.lastError || "") },
         { title: "Latency", value: (x) => (x.lastLatencyMs === null || x.lastLatencyMs === undefined ? "" : `${x.lastLatencyMs} ms`), num: true },
         { title: "Next attempt", value: (x) => when(x.nextAttemptAt) },
         { title: "Created", value: (x) => when(x.createdAt) },
+        { title: "Actions", value: (x) => retryButton(e, x) },
       ], d.deliveries, { id: "deliveries-table" }));
   };
+  // Only a delivery that never reached the receiver (failed, or cancelled by
+  // a disable) can be sent again; the server says 409 for any other.
+  const retryButton = (e, x) => (x.status === "failed" || x.status === "cancelled"
+    ? h("button", {
+        type: "button", class: "secondary retry-delivery", "data-delivery": x.id, "aria-label": `Retry delivery ${x.id} (${x.eventType})`,
+        onclick: guard(async () => {
+          await post(`/api/admin/webhooks/${encodeURIComponent(e.id)}/deliveries/${encodeURIComponent(x.id)}/retry`);
+          say("Delivery queued again with the same id.");
+          await showDeliveries(e);
+        }),
+      }, "Retry")
+    : "");
   const actions = (e) => h("span", {},
     h("button", { type: "button", class: "secondary", onclick: guard(async () => {
       await post(`/api/admin/webhooks/${encodeURIComponent(e.id)}/test`);

@@ -6,7 +6,7 @@
 //! * `webhook_endpoints`: endpoint id → [`Endpoint`]
 //! * `webhook_secrets`: endpoint id → `whsec_…` (its own table: listings never read it)
 //! * `webhook_cursors`: endpoint id → outbox sequence number (u64)
-//! * `webhook_delivery_rows`: (endpoint id, delivery id) → [`Delivery`] — pending ones with their body
+//! * `webhook_delivery_rows`: (endpoint id, delivery id) → [`Delivery`] — pending, failed and cancelled ones with their body
 //! * `webhook_queue`: (endpoint id, due ms, delivery id) → () — pending deliveries by due time
 //! * `webhook_finished`: (endpoint id, finished µs, delivery id) → () — the history, oldest pruned first
 //! * `webhook_meta`: `finished:<endpoint id>` → number of finished deliveries kept (u64)
@@ -23,7 +23,9 @@ use super::tables::OUTBOX;
 use super::{RedbStore, audit, backend, decode};
 use crate::model::AuditEntry;
 use crate::records::OutboxEvent;
-use crate::webhooks::{Attempt, AttemptEffect, Delivery, DeliveryStatus, Due, Endpoint, EndpointPatch, StoredSecret, WebhookStore};
+use crate::webhooks::{
+    Attempt, AttemptEffect, Delivery, DeliveryStatus, Due, Endpoint, EndpointPatch, StoredSecret, WebhookStore, requeue,
+};
 use crate::{StoreError, StoreResult};
 use tx::{Tx, enabled_cursors, finished_key, millis, outbox_head};
 
@@ -192,6 +194,35 @@ impl WebhookStore for RedbStore {
                 tx.schedule(&delivery)?;
                 drop(tx);
                 audit::append(txn, std::slice::from_ref(&audit_entry))
+            })
+            .await
+    }
+
+    async fn requeue_delivery(
+        &self,
+        endpoint_id: &str,
+        delivery_id: &str,
+        due: DateTime<Utc>,
+        audit_entry: AuditEntry,
+    ) -> StoreResult<Delivery> {
+        let (ep_id, id) = (endpoint_id.to_owned(), delivery_id.to_owned());
+        self.writer()
+            .write(move |txn| {
+                let mut tx = Tx::open(txn)?;
+                let ep = tx.existing_endpoint(&ep_id)?;
+                let stored =
+                    tx.delivery(&ep_id, &id)?.ok_or_else(|| StoreError::NotFound(format!("delivery {id} of webhook endpoint {ep_id}")))?;
+                let mut d = stored.clone();
+                requeue(&mut d, due, Utc::now())?;
+                if !ep.enabled {
+                    return Err(StoreError::Conflict(format!("webhook endpoint {} is disabled; enable it first", ep.id)));
+                }
+                tx.unfinish(&stored)?;
+                tx.schedule(&d)?;
+                drop(tx);
+                audit::append(txn, std::slice::from_ref(&audit_entry))?;
+                d.body.clear();
+                Ok(d)
             })
             .await
     }

@@ -7,7 +7,7 @@ use redb::{ReadableTable, Table, WriteTransaction};
 use super::{CURSORS, DELIVERIES, ENDPOINTS, FINISHED, ID_MAX, META, QUEUE};
 use crate::redb::tables::OUTBOX;
 use crate::redb::{backend, decode, encode};
-use crate::webhooks::{Applied, Attempt, AttemptEffect, Delivery, DeliveryStatus, Endpoint, apply_attempt, attempt_target};
+use crate::webhooks::{Applied, Attempt, AttemptEffect, Delivery, DeliveryStatus, Endpoint, apply_attempt, attempt_target, keeps_body};
 use crate::{StoreError, StoreResult};
 
 /// The outbox cursor of every enabled endpoint (0 if it has none). A disabled
@@ -108,10 +108,13 @@ impl<'t> Tx<'t> {
         Ok(())
     }
 
-    /// Store `d` as finished (unqueued and updated by the caller), without
-    /// its body, and prune the endpoint's oldest finished deliveries beyond `keep`.
+    /// Store `d` as finished (unqueued and updated by the caller), with its
+    /// body only if it was not delivered, and prune the endpoint's oldest
+    /// finished deliveries beyond `keep`.
     pub(super) fn finish(&mut self, d: &mut Delivery, keep: usize) -> StoreResult<()> {
-        d.body.clear();
+        if !keeps_body(d) {
+            d.body.clear();
+        }
         d.next_attempt_at = None;
         self.put_delivery(d)?;
         let ep = d.endpoint_id.as_str();
@@ -133,6 +136,18 @@ impl<'t> Tx<'t> {
             count -= old.len() as u64;
         }
         self.meta.insert(key.as_str(), count).map_err(backend)?;
+        Ok(())
+    }
+
+    /// Take finished delivery `d` (as stored) out of the endpoint's history,
+    /// before it is scheduled again.
+    pub(super) fn unfinish(&mut self, d: &Delivery) -> StoreResult<()> {
+        let ep = d.endpoint_id.as_str();
+        if self.finished.remove((ep, micros(d.updated_at), d.id.as_str())).map_err(backend)?.is_some() {
+            let key = finished_key(ep);
+            let count = self.meta.get(key.as_str()).map_err(backend)?.map(|v| v.value()).unwrap_or(0);
+            self.meta.insert(key.as_str(), count.saturating_sub(1)).map_err(backend)?;
+        }
         Ok(())
     }
 
