@@ -30,12 +30,15 @@ fn queue() -> Option<&'static ShadowQueue> {
     Q.as_ref()
 }
 
-/// The shadows by policy name, with the version they count for: a new
-/// shadow version starts from zero, the same one keeps counting across syncs.
-static SHADOWS: LazyLock<Mutex<HashMap<String, (u32, String, Arc<Shadow>)>>> = LazyLock::new(Default::default);
+/// A shadow with the version it counts for: (version, component SHA-256, counts).
+pub type ShadowOf = (u32, String, Arc<Shadow>);
+
+/// The shadows by policy name: a new shadow version starts from zero, the
+/// same one keeps counting across syncs.
+static SHADOWS: LazyLock<Mutex<HashMap<String, ShadowOf>>> = LazyLock::new(Default::default);
 
 /// The shadow of `name` this host runs, if any: (version, component SHA-256, counts).
-pub fn shadow_of(name: &str, config: &Arc<ArcSwap<Config>>) -> Option<(u32, String, Arc<Shadow>)> {
+pub fn shadow_of(name: &str, config: &Arc<ArcSwap<Config>>) -> Option<ShadowOf> {
     let published = crate::plugin_registry::policies();
     let (version, sha) = published.shadows.get(name)?;
     Some((*version, sha.clone(), shadow(&published, name, config)?))
