@@ -62,8 +62,10 @@ fn run(
 ) -> Result<(), Box<Refusal>> {
     let who = subject(ctx, p);
     let policy_name = p.meta.policy_used.clone();
-    let engine =
-        p.adapters.policy(&policy_name).ok_or_else(|| refuse(ChatError::access_denied(format!("policy {policy_name} is not loaded"))))?;
+    let config = deps.config();
+    // A group's policy runs layered on the server default; a shadow version runs beside it.
+    let engine = security::tenant::engine(p.adapters.as_ref(), &policy_name, &config.policies.default, &deps.config)
+        .map_err(|why| refuse(ChatError::access_denied(why)))?;
 
     // What is screened besides the messages (docs/decisions/screening.md):
     // the pass-through fields' strings, the stop sequences and the text
@@ -77,7 +79,6 @@ fn run(
     let extra_texts = screen::policy_texts(&fields, &p.params.hidden);
 
     // Policy.
-    let config = deps.config();
     let requested = p.params.prompt_shield.clone().unwrap_or_default();
     let policy_config = deps.config_texts.policy(&config, &policy_name);
     let input = PolicyInput {

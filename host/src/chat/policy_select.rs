@@ -24,16 +24,24 @@ pub fn may_use(key: &ApiKeyRecord, policy: &str) -> bool {
     key.allowed_policies.as_ref().is_none_or(|a| a.iter().any(|p| p == policy))
 }
 
+/// Is `policy` loaded for `key`? A group's (tenant) policy exists only for
+/// that group's keys: to any other key it is as unknown as a missing one.
+fn loaded_for(adapters: &dyn PluginSet, key: &ApiKeyRecord, policy: &str) -> bool {
+    adapters.has_policy(policy) && crate::plugin_registry::policies().visible(policy, key.group_id.as_deref())
+}
+
 /// The loaded policies `key` may use, sorted: all an error message may name.
 pub fn usable_names(adapters: &dyn PluginSet, key: &ApiKeyRecord) -> Vec<String> {
-    let mut names: Vec<String> = adapters.policy_names().into_iter().filter(|n| may_use(key, n)).collect();
+    let published = crate::plugin_registry::policies();
+    let mut names: Vec<String> =
+        adapters.policy_names().into_iter().filter(|n| may_use(key, n) && published.visible(n, key.group_id.as_deref())).collect();
     names.sort();
     names
 }
 
 /// Why a stored or requested default cannot serve `key`, if it cannot.
 pub fn default_problem(adapters: &dyn PluginSet, key: &ApiKeyRecord, policy: &str) -> Option<String> {
-    if !adapters.has_policy(policy) {
+    if !loaded_for(adapters, key, policy) {
         Some(format!("no policy `{policy}` is loaded"))
     } else if !may_use(key, policy) {
         Some(format!("`{policy}` is not in the key's allowedPolicies"))
@@ -92,7 +100,7 @@ pub async fn select(
 /// The winner must be loaded: a missing policy is an error, never a reason
 /// to fall through to another (possibly weaker) one.
 fn loaded(adapters: &dyn PluginSet, key: &ApiKeyRecord, name: &str, source: &'static str) -> Result<(String, &'static str), ChatError> {
-    if adapters.has_policy(name) {
+    if loaded_for(adapters, key, name) {
         return Ok((name.to_owned(), source));
     }
     let what = match source {

@@ -1,9 +1,10 @@
 //! `GET /api/admin/plugins`: every loaded plugin with kind, name, version,
 //! component hash, source, load time and call statistics, and every file of
 //! the watched folder, serving or refused with why; the plugin registry's
-//! routes are in [`registry`].
+//! routes are in [`registry`], a group's policies' in [`tenant`].
 
 pub mod registry;
+pub mod tenant;
 
 use axum::Json;
 use axum::extract::State;

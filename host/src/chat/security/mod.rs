@@ -20,6 +20,7 @@ mod output;
 mod policy;
 pub mod shadow;
 mod shield;
+pub mod tenant;
 #[cfg(test)]
 mod tests;
 

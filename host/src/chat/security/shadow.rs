@@ -120,6 +120,9 @@ impl OwnedInput {
 
 struct Job {
     shadow: Arc<Shadow>,
+    /// What evaluates the shadow for this request (the shadow version, layered
+    /// on the request's base policy for a tenant's).
+    engine: Arc<dyn PolicyEngine>,
     input: OwnedInput,
     active: PolicyDecision,
 }
@@ -145,7 +148,18 @@ impl ShadowQueue {
     /// Hand the request's policy input and active decision to the shadow;
     /// never waits. False when the queue was full (a drop, counted).
     pub fn offer(&self, shadow: &Arc<Shadow>, input: &PolicyInput<'_>, active: &PolicyDecision) -> bool {
-        let job = Job { shadow: shadow.clone(), input: OwnedInput::of(input), active: active.clone() };
+        self.offer_with(shadow, shadow.engine.clone(), input, active)
+    }
+
+    /// [`ShadowQueue::offer`], evaluated by `engine` rather than the shadow's own.
+    pub fn offer_with(
+        &self,
+        shadow: &Arc<Shadow>,
+        engine: Arc<dyn PolicyEngine>,
+        input: &PolicyInput<'_>,
+        active: &PolicyDecision,
+    ) -> bool {
+        let job = Job { shadow: shadow.clone(), engine, input: OwnedInput::of(input), active: active.clone() };
         match self.tx.try_send(job) {
             Ok(()) => true,
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
@@ -158,7 +172,7 @@ impl ShadowQueue {
 
 fn evaluate(job: &Job) {
     let stats = &job.shadow.stats;
-    let decision = match job.shadow.engine.evaluate(&job.input.borrow()) {
+    let decision = match job.engine.evaluate(&job.input.borrow()) {
         Ok(d) => d,
         Err(e) => {
             stats.faults.fetch_add(1, Ordering::Relaxed);

@@ -27,9 +27,9 @@ use gatehouse_store::model::Severity;
 use gatehouse_store::registry::{NewVersion, PluginState, PublishedPlugin};
 
 /// The checks an upload passed before it was stored.
-const CHECKS: &[&str] = &["size", "world", "info", "instantiate"];
+pub(super) const CHECKS: &[&str] = &["size", "world", "info", "instantiate"];
 
-fn registry(app: &AppState) -> Result<&std::sync::Arc<crate::plugin_registry::RegistrySync>, AdminError> {
+pub(super) fn registry(app: &AppState) -> Result<&std::sync::Arc<crate::plugin_registry::RegistrySync>, AdminError> {
     app.registry().as_ref().map_err(|why| {
         AdminError::new(
             StatusCode::SERVICE_UNAVAILABLE,
@@ -49,7 +49,7 @@ pub struct PublishParams {
 }
 
 /// How a stored version stands on this host after the change.
-fn on_this_host(app: &AppState, p: &PublishedPlugin) -> Value {
+pub(super) fn on_this_host(app: &AppState, p: &PublishedPlugin) -> Value {
     let serving = app.plugins.list().into_iter().find(|s| s.name == p.name);
     let from_registry =
         serving.as_ref().is_some_and(|s| matches!(s.source, gatehouse_plugin_host::Source::Published { version } if version == p.version));
@@ -60,7 +60,7 @@ fn on_this_host(app: &AppState, p: &PublishedPlugin) -> Value {
     })
 }
 
-async fn audit(app: &AppState, ctx: &AuthContext, endpoint: &str, description: String, fields: &[(&str, Value)], failed: bool) {
+pub(super) async fn audit(app: &AppState, ctx: &AuthContext, endpoint: &str, description: String, fields: &[(&str, Value)], failed: bool) {
     let mut a = Audit::new(kind::PLUGIN_MANAGEMENT, category::SYSTEM_INTEGRITY, description)
         .severity(if failed { Severity::Warning } else { Severity::Info })
         .outcome(if failed { outcome::FAILURE } else { outcome::SUCCESS });
@@ -75,7 +75,7 @@ async fn audit(app: &AppState, ctx: &AuthContext, endpoint: &str, description: S
 
 /// Sync this host now, so the answer reflects the change; a failed sync is
 /// logged and retried by the follower.
-async fn sync_here(app: &AppState) {
+pub(super) async fn sync_here(app: &AppState) {
     if let Ok(r) = app.registry()
         && let Err(e) = r.sync().await
     {
@@ -173,7 +173,7 @@ pub struct VersionBody {
     pub version: Option<u32>,
 }
 
-fn version_body(body: &Bytes) -> Result<VersionBody, AdminError> {
+pub(super) fn version_body(body: &Bytes) -> Result<VersionBody, AdminError> {
     if body.iter().all(u8::is_ascii_whitespace) {
         return Ok(VersionBody::default());
     }
