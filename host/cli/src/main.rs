@@ -1,10 +1,13 @@
 //! The `gatehouse` binary: parses the command line, starts the async runtime
 //! and runs the server or an offline command of the `gatehouse` library with
-//! the components of `gatehouse-bundled`.
+//! the components of `gatehouse-bundled`, or one of the plugin authoring
+//! commands ([`author`]).
+
+mod author;
 
 use clap::Parser;
 
-use gatehouse::cli::{Cli, Command};
+use gatehouse::cli::{Cli, Command, PluginAction};
 use gatehouse::config::{Config, LogFormat};
 
 /// jemalloc instead of glibc's malloc: the request path allocates many small,
@@ -30,6 +33,10 @@ fn main() -> std::process::ExitCode {
                 let config = Config::load(c.config.as_deref())?;
                 gatehouse::logging::init(config.log.format);
                 gatehouse::server::run(config, c.config.clone(), gatehouse_bundled::BUNDLED).await.map(|()| 0)
+            }
+            Command::Plugin { action } if !matches!(action, PluginAction::Publish { .. }) => {
+                gatehouse::logging::init(LogFormat::Text);
+                author::run(action).await
             }
             other => {
                 gatehouse::logging::init(LogFormat::Text);
