@@ -34,10 +34,9 @@ fn main() -> std::process::ExitCode {
                 gatehouse::logging::init(config.log.format);
                 gatehouse::server::run(config, c.config.clone(), gatehouse_bundled::BUNDLED).await.map(|()| 0)
             }
-            Command::Plugin { action } if !matches!(action, PluginAction::Publish { .. }) => {
-                gatehouse::logging::init(LogFormat::Text);
-                author::run(action).await
-            }
+            // No log subscriber: these commands print what the author needs (a failed call's
+            // error included) themselves, so the plugin host's warnings would say it twice.
+            Command::Plugin { action } if !matches!(action, PluginAction::Publish { .. }) => author::run(action).await,
             other => {
                 gatehouse::logging::init(LogFormat::Text);
                 gatehouse::cli::run_offline(other, gatehouse_bundled::BUNDLED).await

@@ -10,7 +10,7 @@ use serde_json::json;
 
 use super::{Project, samples};
 
-pub fn run(project: &Project, config: Option<&Path>) -> anyhow::Result<i32> {
+pub fn run(project: &Project, config: Option<&Path>, calls: Option<usize>) -> anyhow::Result<i32> {
     let wasm = project.built()?;
     let cfg = gatehouse::config::Config::load(config)?.plugins;
     let size = std::fs::metadata(&wasm)?.len();
@@ -62,6 +62,9 @@ pub fn run(project: &Project, config: Option<&Path>) -> anyhow::Result<i32> {
         }
     }
     println!("call time   first {:.2} ms, then {:.2} ms (each on a fresh instance)", times[0], times[1..].iter().sum::<f64>() / 4.0);
+    if let Some(calls) = calls {
+        super::cost::measure(&plugin, &ctx, calls.max(10))?;
+    }
     println!("ok: loadable; publish it with `gatehouse plugin publish {}`", wasm.display());
     Ok(0)
 }

@@ -12,6 +12,7 @@ use gatehouse::cli::{PluginAction, PluginLang};
 
 mod check;
 mod compile;
+mod cost;
 mod embedded;
 mod samples;
 mod scaffold;
@@ -31,7 +32,7 @@ pub async fn run(action: PluginAction) -> anyhow::Result<i32> {
             let samples = samples.unwrap_or_else(|| project.dir.join("samples.jsonl"));
             samples::run(&project, &samples)
         }
-        PluginAction::Check { dir, config } => check::run(&Project::open(&dir)?, config.config.as_deref()),
+        PluginAction::Check { dir, config, calls } => check::run(&Project::open(&dir)?, config.config.as_deref(), calls),
         PluginAction::Publish { .. } => anyhow::bail!("`plugin publish` is not an authoring command"),
     }
 }
