@@ -5,8 +5,11 @@
 #   python   the OpenAI SDK, schemathesis and the receipt verifier's packages (tests/python/requirements.txt)
 #   postgres the distribution's PostgreSQL server binaries: the fleet tests start a throwaway cluster
 #   chromium Debian's chromium and chromium-driver: the console's browser tests drive them (WebDriver)
+#   policy-tools  the toolchains of `gatehouse plugin build` for Python and JavaScript policies
+#            (tests/policy_languages.rs): componentize-py in a virtualenv, componentize-js from
+#            sdk/tools/package-lock.json, both in $GATEHOUSE_TOOLS (default ~/.cache/gatehouse/tools)
 #
-#   bash tests/setup.sh [rust] [python] [postgres] [chromium]     (no argument: all four)
+#   bash tests/setup.sh [rust] [python] [postgres] [chromium] [policy-tools]     (no argument: all five)
 #
 # System packages come from apt (as root, or through sudo); nothing is downloaded at test time.
 set -euo pipefail
@@ -36,11 +39,32 @@ setup_chromium() {
   fi
 }
 
+# The versions `gatehouse plugin build` requires (host/cli/src/author/embedded.rs); skipped when present.
+COMPONENTIZE_PY=0.25.1
+setup_policy_tools() {
+  local tools="${GATEHOUSE_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/gatehouse/tools}"
+  mkdir -p "$tools"
+  if [ "$("$tools/py/bin/componentize-py" --version 2>/dev/null)" = "componentize-py $COMPONENTIZE_PY" ]; then
+    echo "componentize-py $COMPONENTIZE_PY present"
+  else
+    python3 -m venv "$tools/py"
+    "$tools/py/bin/pip" install -q "componentize-py==$COMPONENTIZE_PY"
+  fi
+  if cmp -s sdk/tools/package-lock.json "$tools/js/package-lock.json" && [ -d "$tools/js/node_modules/@bytecodealliance/componentize-js" ]; then
+    echo "componentize-js present"
+  else
+    rm -rf "$tools/js" && mkdir -p "$tools/js"
+    cp sdk/tools/package.json sdk/tools/package-lock.json "$tools/js/"
+    (cd "$tools/js" && npm ci --no-audit --no-fund --loglevel=error)
+  fi
+}
+
 parts=("$@")
-[ ${#parts[@]} -gt 0 ] || parts=(rust python postgres chromium)
+[ ${#parts[@]} -gt 0 ] || parts=(rust python postgres chromium policy-tools)
 for p in "${parts[@]}"; do
   case "$p" in
     rust | python | postgres | chromium) "setup_$p" ;;
-    *) echo "unknown part $p (rust, python, postgres, chromium)" >&2; exit 2 ;;
+    policy-tools) setup_policy_tools ;;
+    *) echo "unknown part $p (rust, python, postgres, chromium, policy-tools)" >&2; exit 2 ;;
   esac
 done

@@ -324,7 +324,11 @@ fn each_faulty_plugin_fails_alone_within_its_deadline() {
 
     type Check = fn(&PluginError) -> bool;
     let cases: [(&str, Check); 5] = [
-        ("bad-trap", |e| matches!(e, PluginError::Trap { detail, .. } if detail.contains("unreachable"))),
+        // A panic's message and location reach the error (the guest's stderr), not only the trap.
+        ("bad-trap", |e| {
+            matches!(e, PluginError::Trap { detail, .. }
+                if detail.contains("unreachable") && detail.contains("panicked at bad/src/lib.rs:") && detail.contains("deliberate trap"))
+        }),
         ("bad-spin", |e| matches!(e, PluginError::Deadline { ms: TIMEOUT_MS, .. })),
         // Only the host's limiter sets this variant: it refused a memory.grow.
         ("bad-memory", |e| matches!(e, PluginError::Memory { mb: 32, .. })),

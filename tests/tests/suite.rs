@@ -61,7 +61,7 @@ mod upstream_tls;
 mod webhooks;
 
 /// Test files that are binaries of their own (`[[test]]` in `tests/Cargo.toml`).
-const OWN_BINARIES: &[&str] = &["console", "crash_safety", "fleet", "fuzz_corpora", "plugin_runtime", "tenant_abuse"];
+const OWN_BINARIES: &[&str] = &["console", "crash_safety", "fleet", "fuzz_corpora", "plugin_runtime", "policy_languages", "tenant_abuse"];
 
 #[test]
 fn every_test_file_is_compiled() {

@@ -1,10 +1,13 @@
 //! The `gatehouse` binary: parses the command line, starts the async runtime
 //! and runs the server or an offline command of the `gatehouse` library with
-//! the components of `gatehouse-bundled`.
+//! the components of `gatehouse-bundled`, or one of the plugin authoring
+//! commands ([`author`]).
+
+mod author;
 
 use clap::Parser;
 
-use gatehouse::cli::{Cli, Command};
+use gatehouse::cli::{Cli, Command, PluginAction};
 use gatehouse::config::{Config, LogFormat};
 
 /// jemalloc instead of glibc's malloc: the request path allocates many small,
@@ -56,6 +59,9 @@ fn main() -> std::process::ExitCode {
                 gatehouse::logging::init(config.log.format);
                 gatehouse::server::run_then(config, c.config.clone(), gatehouse_bundled::BUNDLED, return_startup_garbage).await.map(|()| 0)
             }
+            // No log subscriber: these commands print what the author needs (a failed call's
+            // error included) themselves, so the plugin host's warnings would say it twice.
+            Command::Plugin { action } if !matches!(action, PluginAction::Publish { .. }) => author::run(action).await,
             other => {
                 gatehouse::logging::init(LogFormat::Text);
                 gatehouse::cli::run_offline(other, gatehouse_bundled::BUNDLED).await

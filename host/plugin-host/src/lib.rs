@@ -31,6 +31,7 @@ mod outbound;
 pub mod plugin;
 mod published;
 mod state;
+pub mod stderr;
 mod watcher;
 
 use std::collections::BTreeMap;
@@ -410,6 +411,19 @@ impl PluginRuntime {
         let bytes = std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
         let loader = Loader::new(cfg, None)?;
         loader.load(&bytes, Source::File(path.to_path_buf())).map(|p| p.summary()).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
+    }
+
+    /// Load a component file as the server would, outside any server, to call
+    /// it (`gatehouse plugin test` and `check`): the same checks, limits and
+    /// grants (those `cfg` gives its name).
+    pub fn load_file(cfg: &PluginsConfig, path: &Path) -> anyhow::Result<Plugin> {
+        let size = std::fs::metadata(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?.len();
+        if size > cfg.max_component_bytes() {
+            anyhow::bail!("{}: {size} bytes, over plugins.max_component_mb ({} MiB)", path.display(), cfg.max_component_mb);
+        }
+        let bytes = std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+        let loader = Loader::new(cfg, None)?;
+        loader.load(&bytes, Source::File(path.to_path_buf())).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
     }
 
     /// Every serving plugin (`GET /api/admin/plugins`, CLI `plugins list`);

@@ -3,6 +3,9 @@
 //! read-only ones, and the plugin's own cache folder), the memory limiter,
 //! the cache folder's count, and the plugin's name for its log lines.
 //!
+//! The guest's stderr goes to a bounded in-memory pipe of the call
+//! ([`GuestStderr`]): a panic's message reaches the call's error.
+//!
 //! A call whose plugin was granted no folders gets its WASI context only when
 //! the guest first reaches WASI (most calls never do): building one seeds two
 //! random generators and allocates its clocks, which is a measurable part of
@@ -16,6 +19,7 @@ use wasmtime_wasi::{WasiCtx, WasiCtxBuilder, WasiCtxView, WasiView};
 
 use super::bindings;
 use super::cache_folder::{CacheFolder, Full};
+use super::stderr::GuestStderr;
 
 /// Caps linear memory and records whether it refused a growth.
 pub struct Limiter {
@@ -43,6 +47,8 @@ pub struct CallState {
     /// The call's WASI context; `None` until the guest first uses WASI when
     /// it would be the empty one (no granted folders).
     wasi: Option<WasiCtx>,
+    /// The context's stderr, once there is a context.
+    stderr: Option<GuestStderr>,
     pub table: ResourceTable,
     pub limiter: Limiter,
     /// Outbound HTTP grant (retrievers).
@@ -53,12 +59,14 @@ pub struct CallState {
 }
 
 impl CallState {
-    /// `wasi`: the context with the plugin's granted folders, or `None` for
-    /// the empty context, built on first use.
-    pub fn new(plugin: Arc<str>, wasi: Option<WasiCtx>, max_memory: usize, outbound: Arc<super::outbound::Grant>) -> Self {
+    /// `wasi`: the context with the plugin's granted folders and the stderr
+    /// it writes to, or `None` for the empty context, built on first use.
+    pub fn new(plugin: Arc<str>, wasi: Option<(WasiCtx, GuestStderr)>, max_memory: usize, outbound: Arc<super::outbound::Grant>) -> Self {
+        let (wasi, stderr) = wasi.map_or((None, None), |(w, s)| (Some(w), Some(s)));
         CallState {
             plugin,
             wasi,
+            stderr,
             table: ResourceTable::new(),
             limiter: Limiter { max_memory, refused: false },
             outbound,
@@ -103,6 +111,11 @@ impl CallState {
         }
     }
 
+    /// What the guest wrote to stderr, as one line (see [`GuestStderr::panic_message`]).
+    pub fn panic_message(&self) -> Option<String> {
+        self.stderr.as_ref()?.panic_message()
+    }
+
     /// A warm instance's next call starts: fresh per-call budgets.
     pub fn begin_call(&mut self) {
         self.log_lines = 0;
@@ -128,7 +141,13 @@ impl CallState {
 
 impl WasiView for CallState {
     fn ctx(&mut self) -> WasiCtxView<'_> {
-        let ctx = self.wasi.get_or_insert_with(|| WasiCtxBuilder::new().build());
+        let stderr = &mut self.stderr;
+        let ctx = self.wasi.get_or_insert_with(|| {
+            let pipe = GuestStderr::default();
+            let ctx = WasiCtxBuilder::new().stderr(pipe.clone()).build();
+            *stderr = Some(pipe);
+            ctx
+        });
         WasiCtxView { ctx, table: &mut self.table }
     }
 }
@@ -175,7 +194,7 @@ impl bindings::retriever::gatehouse::plugin::outbound_http::Host for CallState {
 mod tests {
     use super::*;
 
-    fn state(wasi: Option<WasiCtx>) -> CallState {
+    fn state(wasi: Option<(WasiCtx, GuestStderr)>) -> CallState {
         CallState::new("test".into(), wasi, 1 << 20, Arc::new(super::super::outbound::Grant::new(&[], Vec::new())))
     }
 
@@ -191,7 +210,7 @@ mod tests {
 
     #[test]
     fn a_context_built_with_grants_is_the_one_used() {
-        let mut s = state(Some(WasiCtxBuilder::new().build()));
+        let mut s = state(Some((WasiCtxBuilder::new().build(), GuestStderr::default())));
         let given: *const WasiCtx = s.wasi.as_ref().expect("given");
         let used: *const WasiCtx = s.ctx().ctx;
         assert_eq!(given, used);

@@ -1,5 +1,5 @@
 //! The workspaces that cannot inherit the root `[workspace.lints]` (the test
-//! plugins, the fuzz harness, the tenant template) carry a copy of it; this
+//! plugins, the fuzz harness, the Rust policy template) carry a copy of it; this
 //! keeps the copies equal to the original, so a lint added at the root is not
 //! silently missing where guests and parsers are written.
 
@@ -37,5 +37,5 @@ fn separate_workspaces_copy_the_workspace_lints() {
     assert_eq!(lint_lines(&read("tests/fuzz/Cargo.toml"), "[lints."), root, "tests/fuzz/Cargo.toml");
     // A tenant policy needs no unsafe code at all: the template forbids it.
     let template: Vec<String> = root.iter().map(|l| l.replace("unsafe_code = \"deny\"", "unsafe_code = \"forbid\"")).collect();
-    assert_eq!(lint_lines(&read("examples/tenant-policy/Cargo.toml"), "[lints."), template, "examples/tenant-policy/Cargo.toml");
+    assert_eq!(lint_lines(&read("sdk/templates/rust/Cargo.toml"), "[lints."), template, "sdk/templates/rust/Cargo.toml");
 }

@@ -239,14 +239,24 @@ impl Plugin {
         } else if let Some(trap) = e.downcast_ref::<Trap>() {
             match trap {
                 Trap::Interrupt => PluginError::Deadline { plugin, ms: self.grants.load().deadline_ms },
-                other => PluginError::Trap { plugin, detail: other.to_string() },
+                other => PluginError::Trap { plugin, detail: with_stderr(other.to_string(), store) },
             }
         } else {
-            PluginError::Failed { plugin, detail: format!("{e:#}").chars().take(500).collect() }
+            let detail: String = format!("{e:#}").chars().take(500).collect();
+            PluginError::Failed { plugin, detail: with_stderr(detail, store) }
         }
     }
 
     fn wrong_kind(&self, want: Kind) -> PluginError {
         PluginError::Failed { plugin: self.name.clone(), detail: format!("is a {} plugin, not a {}", self.kind.as_str(), want.as_str()) }
+    }
+}
+
+/// A failed call's detail with what the guest reported on stderr before it
+/// failed (a panic's message and location), when it reported anything.
+fn with_stderr(detail: String, store: &Store<CallState>) -> String {
+    match store.data().panic_message() {
+        Some(m) => format!("{detail}; the plugin reported: {m}"),
+        None => detail,
     }
 }

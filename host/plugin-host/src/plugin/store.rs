@@ -32,7 +32,9 @@ impl Plugin {
                     PluginError::Failed { plugin: self.name.clone(), detail: format!("cannot mount {}: {e}", cache.host_path.display()) }
                 })?;
             }
-            Some(b.build())
+            let stderr = crate::stderr::GuestStderr::default();
+            b.stderr(stderr.clone());
+            Some((b.build(), stderr))
         };
         let state =
             CallState::new(self.name.as_str().into(), wasi, grants.memory_bytes, grants.outbound.clone()).with_cache(grants.cache.clone());
