@@ -44,9 +44,13 @@ COMPONENTIZE_PY=0.25.1
 setup_policy_tools() {
   local tools="${GATEHOUSE_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/gatehouse/tools}"
   mkdir -p "$tools"
+  # Node.js and npm for componentize-js, Python's venv module for componentize-py: Debian's packages.
+  command -v npm >/dev/null || apt_install nodejs npm
+  python3 -c 'import ensurepip, venv' 2>/dev/null || apt_install python3-venv
   if [ "$("$tools/py/bin/componentize-py" --version 2>/dev/null)" = "componentize-py $COMPONENTIZE_PY" ]; then
     echo "componentize-py $COMPONENTIZE_PY present"
   else
+    rm -rf "$tools/py"
     python3 -m venv "$tools/py"
     "$tools/py/bin/pip" install -q "componentize-py==$COMPONENTIZE_PY"
   fi
