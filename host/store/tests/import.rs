@@ -156,6 +156,7 @@ async fn fill(dir: &Path) {
         body: "{\"test\":true}".into(),
         status: DeliveryStatus::Pending,
         attempts: 0,
+        retries: 0,
         next_attempt_at: Some(now),
         last_status_code: None,
         last_latency_ms: None,
