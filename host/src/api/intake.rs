@@ -34,17 +34,26 @@ use crate::error::ErrorFormat;
 /// `plugins.max_component_mb`, not `server.max_body_bytes`.
 const PLUGIN_UPLOAD: &str = "/api/admin/plugins";
 
+/// The group of a group-policy upload path (`/api/admin/groups/{id}/policies`).
+fn group_policy_upload(path: &str) -> Option<&str> {
+    let group = path.strip_prefix("/api/admin/groups/")?.strip_suffix("/policies")?;
+    (!group.is_empty() && !group.contains('/')).then_some(group)
+}
+
 /// Check the path, admit a chat request, then buffer the body under the caps
 /// and the deadline: the request to serve, or the answer that refuses it.
 /// Called by the authentication layer (`auth::layer`) once the caller is known.
 pub async fn take(app: &AppState, mut req: Request) -> Result<Request, Response> {
     let (max, timeout, buffered_max) = {
         let cfg = app.config();
-        // A component published by an admin may be as large as the watched
-        // folder accepts (an interpreted-language policy is tens of MiB).
+        // A component published by an admin, or a group's policy by an admin
+        // or that group's tenant admin, may be as large as the watched folder
+        // accepts (an interpreted-language policy is tens of MiB).
+        let path = req.uri().path();
         let upload = req.method() == axum::http::Method::POST
-            && req.uri().path() == PLUGIN_UPLOAD
-            && req.extensions().get::<AuthContext>().is_some_and(AuthContext::is_admin);
+            && req.extensions().get::<AuthContext>().is_some_and(|auth| {
+                (path == PLUGIN_UPLOAD && auth.is_admin()) || group_policy_upload(path).is_some_and(|g| auth.may_administer(g))
+            });
         let max = if upload {
             cfg.server.max_body_bytes.max((cfg.plugins.max_component_mb as usize).saturating_mul(1024 * 1024))
         } else {
@@ -156,4 +165,17 @@ fn join(mut chunks: Vec<Bytes>, len: usize) -> Bytes {
 
 fn too_large(format: ErrorFormat, max: usize) -> Response {
     format.error(StatusCode::PAYLOAD_TOO_LARGE, &format!("the request body is larger than {max} bytes"))
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn only_a_groups_own_policy_route_is_a_group_upload() {
+        assert_eq!(super::group_policy_upload("/api/admin/groups/grp_a/policies"), Some("grp_a"));
+        for other in
+            ["/api/admin/groups//policies", "/api/admin/groups/a/b/policies", "/api/admin/groups/a/policies/x", "/api/admin/plugins"]
+        {
+            assert_eq!(super::group_policy_upload(other), None, "{other}");
+        }
+    }
 }

@@ -26,6 +26,7 @@ use serde_json::{Value, json};
 use super::{actor_audit, ok};
 use crate::api::json::AdminJson;
 use crate::app::AppState;
+use crate::app::console::Merged;
 use crate::auth::Admin;
 use crate::config::{Config, IndexConfig};
 use crate::error::AdminError;
@@ -38,17 +39,6 @@ use gatehouse_store::knowledge_bases::{KnowledgeBaseDef, KnowledgeBaseStore};
 const SYNC_EVERY: std::time::Duration = std::time::Duration::from_secs(3);
 /// Written and removed at once to make the folder watcher re-index.
 const REINDEX_MARKER: &str = ".gatehouse-reindex";
-
-/// What this server merged into its running config (kept in its app state).
-#[derive(Default)]
-pub struct Merged {
-    /// The names the config file defines (the running config's own, as last seen unchanged by us).
-    file: BTreeSet<String>,
-    /// The stored definitions now in the running config.
-    mine: BTreeMap<String, KnowledgeBaseDef>,
-    /// The config this process last stored; another pointer means the file was reloaded.
-    written: Option<Arc<Config>>,
-}
 
 fn store(app: &AppState) -> Result<&dyn KnowledgeBaseStore, AdminError> {
     app.store.knowledge_bases().ok_or_else(|| AdminError::validation("this store keeps no knowledge bases"))
@@ -125,7 +115,7 @@ pub async fn run(app: AppState, mut stop: tokio::sync::watch::Receiver<bool>) {
         };
         let merged = tokio::select! {
             r = round => r,
-            () = crate::server::background::stopped(&mut stop) => return,
+            _ = stop.wait_for(|stopped| *stopped) => return,
         };
         if let Err(e) = merged {
             tracing::warn!(error = %e.message, "merging the stored knowledge bases failed; retrying");

@@ -20,6 +20,7 @@ use serde_json::{Value, json};
 use super::ok;
 use crate::api::list_params::{Params, check_known, int_param};
 use crate::app::AppState;
+use crate::app::console::{EventCounts, Reading, Sampler};
 use crate::auth::Admin;
 use crate::error::AdminError;
 use crate::time::iso;
@@ -29,38 +30,6 @@ const CHAT_ROUTES: &[&str] = &["/chat/completions", "/api/external/v1/chat/compl
 /// One reading a minute, 24 hours of them.
 const STEP_SECONDS: u64 = 60;
 const KEPT: usize = 24 * 60;
-
-/// Cumulative figures at one moment.
-#[derive(Debug, Clone, Default)]
-struct Reading {
-    at: DateTime<Utc>,
-    requests: u64,
-    errors: u64,
-    refused: u64,
-    /// (upper bound in seconds, cumulative count) of the chat routes' latency histogram.
-    buckets: Vec<(f64, u64)>,
-    failovers: u64,
-    shield_blocks: u64,
-    dlp_hits: u64,
-}
-
-/// Outbox events counted so far, and where the count stopped.
-#[derive(Debug, Default)]
-struct EventCounts {
-    /// The first reading skips to the end of the outbox: events from before
-    /// this process started are not this host's recent history.
-    primed: bool,
-    after: u64,
-    shield_blocks: u64,
-    dlp_hits: u64,
-}
-
-/// The readings of one server, kept in its app state.
-#[derive(Default)]
-pub struct Sampler {
-    readings: Mutex<VecDeque<Reading>>,
-    events: tokio::sync::Mutex<EventCounts>,
-}
 
 /// One line of the text exposition: (name, labels, value).
 type Sample<'a> = (&'a str, Vec<(&'a str, &'a str)>, f64);
@@ -168,7 +137,7 @@ pub async fn run(app: AppState, mut stop: tokio::sync::watch::Receiver<bool>) {
         };
         let r = tokio::select! {
             r = reading => r,
-            () = crate::server::background::stopped(&mut stop) => return,
+            _ = stop.wait_for(|stopped| *stopped) => return,
         };
         let mut readings = app.overview.readings.lock().unwrap_or_else(|p| p.into_inner());
         if readings.len() == KEPT {

@@ -5,6 +5,8 @@ use std::time::Instant;
 
 use arc_swap::ArcSwap;
 
+pub mod console;
+
 use crate::auth::limits::Limiter;
 use crate::chat::deps::ChatDeps;
 use crate::config::Config;
@@ -76,9 +78,9 @@ pub struct Shared {
     pub webhooks: Arc<crate::webhooks::Webhooks>,
     pub started: Instant,
     /// The console overview's readings (`api::admin::overview`).
-    pub overview: crate::api::admin::overview::Sampler,
+    pub overview: console::Sampler,
     /// What this server merged of the stored knowledge bases (`api::admin::indexes`).
-    pub knowledge_bases: std::sync::Mutex<crate::api::admin::indexes::Merged>,
+    pub knowledge_bases: std::sync::Mutex<console::Merged>,
     /// The chat pipeline's dependencies.
     pub chat: ChatDeps,
 }
