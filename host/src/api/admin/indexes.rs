@@ -26,7 +26,6 @@ use serde_json::{Value, json};
 use super::{actor_audit, ok};
 use crate::api::json::AdminJson;
 use crate::app::AppState;
-use crate::app::console::Merged;
 use crate::auth::Admin;
 use crate::config::{Config, IndexConfig};
 use crate::error::AdminError;

@@ -9,18 +9,15 @@
 //! Nothing here runs on the chat path: the sampler reads counters the
 //! request layer keeps anyway.
 
-use std::collections::VecDeque;
-use std::sync::Mutex;
-
 use axum::Json;
 use axum::extract::{Query, State};
-use chrono::{DateTime, Utc};
+use chrono::Utc;
 use serde_json::{Value, json};
 
 use super::ok;
 use crate::api::list_params::{Params, check_known, int_param};
 use crate::app::AppState;
-use crate::app::console::{EventCounts, Reading, Sampler};
+use crate::app::console::Reading;
 use crate::auth::Admin;
 use crate::error::AdminError;
 use crate::time::iso;
