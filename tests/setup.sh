@@ -7,7 +7,8 @@
 #   chromium Debian's chromium and chromium-driver: the console's browser tests drive them (WebDriver)
 #   policy-tools  the toolchains of `gatehouse plugin build` for Python and JavaScript policies
 #            (tests/policy_languages.rs): componentize-py in a virtualenv, componentize-js from
-#            sdk/tools/package-lock.json, both in $GATEHOUSE_TOOLS (default ~/.cache/gatehouse/tools)
+#            sdk/tools/package-lock.json, both in $GATEHOUSE_TOOLS (default ~/.cache/gatehouse-tools; not under ~/.cache/gatehouse,
+#            wasmtime's compiled-code cache, whose cleaner deletes files it did not write)
 #
 #   bash tests/setup.sh [rust] [python] [postgres] [chromium] [policy-tools]     (no argument: all five)
 #
@@ -42,7 +43,7 @@ setup_chromium() {
 # The versions `gatehouse plugin build` requires (host/cli/src/author/embedded.rs); skipped when present.
 COMPONENTIZE_PY=0.25.1
 setup_policy_tools() {
-  local tools="${GATEHOUSE_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/gatehouse/tools}"
+  local tools="${GATEHOUSE_TOOLS:-${XDG_CACHE_HOME:-$HOME/.cache}/gatehouse-tools}"
   mkdir -p "$tools"
   # Node.js and npm for componentize-js, Python's venv module for componentize-py: Debian's packages.
   command -v npm >/dev/null || apt_install nodejs npm

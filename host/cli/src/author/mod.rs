@@ -81,8 +81,10 @@ impl Project {
 }
 
 /// Where `gatehouse plugin build` looks for the Python and JavaScript
-/// toolchains: `GATEHOUSE_TOOLS`, else `$XDG_CACHE_HOME/gatehouse/tools`, else
-/// `~/.cache/gatehouse/tools` (tests/setup.sh installs them there).
+/// toolchains: `GATEHOUSE_TOOLS`, else `$XDG_CACHE_HOME/gatehouse-tools`, else
+/// `~/.cache/gatehouse-tools` (tests/setup.sh installs them there). Not under
+/// `<cache>/gatehouse`: that is wasmtime's compiled-code cache, whose cleaner
+/// deletes files it did not write.
 pub fn tools_dir() -> PathBuf {
     if let Some(d) = std::env::var_os("GATEHOUSE_TOOLS").filter(|d| !d.is_empty()) {
         return PathBuf::from(d);
@@ -92,5 +94,5 @@ pub fn tools_dir() -> PathBuf {
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|h| PathBuf::from(h).join(".cache")))
         .unwrap_or_else(|| PathBuf::from(".cache"));
-    cache.join("gatehouse/tools")
+    cache.join("gatehouse-tools")
 }
