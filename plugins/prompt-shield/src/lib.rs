@@ -52,6 +52,7 @@
 
 #![warn(missing_docs)]
 
+pub mod calibrate;
 pub mod canary;
 pub mod decode;
 pub mod detect;
@@ -138,7 +139,7 @@ pub fn inspect_texts(stage: detect::Stage, strictness: Strictness, config_json: 
         .map(|(i, t)| match stage {
             detect::Stage::Output => detect::decide_output(t, cfg.canary.as_deref(), strictness),
             detect::Stage::Input if cfg.non_user.get(i) == Some(&true) => detect::decide_context(t, context),
-            detect::Stage::Input => detect::decide(t, thresholds),
+            detect::Stage::Input => detect::decide_user(t, thresholds),
             detect::Stage::Retrieved => detect::decide(t, retrieved),
         })
         .collect()

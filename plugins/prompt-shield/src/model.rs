@@ -153,13 +153,32 @@ pub struct TextScore {
     /// Whether the normaliser undid obfuscation (one leet-looking word, such
     /// as an id or `k8s`, does not count).
     pub obfuscated: bool,
+    /// The logit `score` is the logistic of (before [`TEMPERATURE`]).
+    pub logit: f32,
+    /// What the windows gave (for the calibration of user input, `calibrate.rs`).
+    pub windows: WindowStats,
+}
+
+/// A text's n-gram terms in summary: the whole text's, and its windows'
+/// number, best and mean (`best` and `mean` are 0 when the text fits one window).
+#[derive(Debug, Clone, Copy, PartialEq, Default)]
+pub struct WindowStats {
+    /// Windows of [`WINDOW`] characters (0 when the text fits one).
+    pub count: u32,
+    /// N-gram term of the whole text.
+    pub whole: f32,
+    /// N-gram term of the best window.
+    pub best: f32,
+    /// Mean n-gram term of the windows.
+    pub mean: f32,
 }
 
 fn weight(bucket: usize) -> f32 {
     file::CODEBOOK[file::code(bucket)]
 }
 
-fn sigmoid(z: f32) -> f32 {
+/// The logistic function.
+pub fn sigmoid(z: f32) -> f32 {
     1.0 / (1.0 + (-z).exp())
 }
 
@@ -237,12 +256,25 @@ pub const TEMPERATURE: f32 = 2.0;
 /// Score an already normalised text.
 pub fn score_normalized(norm: &Normalized) -> TextScore {
     let hand = features::hand_features(norm);
-    let z = combine(&parts(norm, &hand));
+    let p = parts(norm, &hand);
+    let z = combine(&p);
     let t = &norm.tricks;
+    let windows = if p.windows.is_empty() {
+        WindowStats { count: 0, whole: p.whole, best: 0.0, mean: 0.0 }
+    } else {
+        WindowStats {
+            count: p.windows.len() as u32,
+            whole: p.whole,
+            best: p.windows.iter().copied().fold(f32::NEG_INFINITY, f32::max),
+            mean: p.windows.iter().sum::<f32>() / p.windows.len() as f32,
+        }
+    };
     TextScore {
         score: sigmoid(z / TEMPERATURE),
         hand,
         obfuscated: t.invisible + t.compat + t.mixed_script_words + t.spaced_runs > 0 || t.leet_words >= 2,
+        logit: z,
+        windows,
     }
 }
 

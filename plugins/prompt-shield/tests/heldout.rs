@@ -178,6 +178,7 @@ fn auc(attacks: &[&Scored], benign: &[&Scored]) -> f64 {
 #[test]
 fn the_detector_keeps_its_figures_on_the_frozen_test_split() {
     use prompt_shield::detect::{self, Strictness, default_thresholds};
+    // Candidate (not adopted on `shield3`): the calibrated user score; bars are its test figures.
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let rows: Vec<Scored> = jsonl(&root.join("eval/heldout"))
         .iter()
@@ -187,7 +188,8 @@ fn the_detector_keeps_its_figures_on_the_frozen_test_split() {
             Scored {
                 label: v["label"].as_i64() == Some(1),
                 long_or_document: v["slice"].as_str() == Some("document") || text.chars().count() >= 2000,
-                score: detect::assess(text).score,
+                // The score of a user message: the model's, calibrated (`calibrate.rs`).
+                score: detect::decide_user(text, default_thresholds(Strictness::Balanced)).score,
             }
         })
         .collect();
@@ -197,15 +199,15 @@ fn the_detector_keeps_its_figures_on_the_frozen_test_split() {
     assert_eq!((attacks.len(), benign.len()), (352, 970), "the frozen test split changed");
     let (balanced, strict) = (default_thresholds(Strictness::Balanced).flag, default_thresholds(Strictness::Strict).flag);
     let figures = [
-        ("balanced recall", rate(&attacks, balanced), 0.76, true),
-        ("balanced FPR", rate(&benign, balanced), 0.022, false),
-        ("balanced FPR, documents and texts >= 2,000 chars", rate(&long, balanced), 0.014, false),
-        ("strict recall", rate(&attacks, strict), 0.87, true),
-        ("strict FPR", rate(&benign, strict), 0.071, false),
+        ("balanced recall", rate(&attacks, balanced), 0.77, true),
+        ("balanced FPR", rate(&benign, balanced), 0.02, false),
+        ("balanced FPR, documents and texts >= 2,000 chars", rate(&long, balanced), 0.012, false),
+        ("strict recall", rate(&attacks, strict), 0.88, true),
+        ("strict FPR", rate(&benign, strict), 0.075, false),
         ("ROC-AUC", auc(&attacks, &benign), 0.96, true),
-        ("recall at FPR 0.01", recall_at(&attacks, &benign, 0.01), 0.49, true),
-        ("recall at FPR 0.02", recall_at(&attacks, &benign, 0.02), 0.75, true),
-        ("recall at FPR 0.05", recall_at(&attacks, &benign, 0.05), 0.85, true),
+        ("recall at FPR 0.01", recall_at(&attacks, &benign, 0.01), 0.48, true),
+        ("recall at FPR 0.02", recall_at(&attacks, &benign, 0.02), 0.77, true),
+        ("recall at FPR 0.05", recall_at(&attacks, &benign, 0.05), 0.86, true),
     ];
     let failed: Vec<String> = figures
         .iter()
