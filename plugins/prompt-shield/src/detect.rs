@@ -109,8 +109,10 @@ const CONTEXT: f32 = 0.30;
 /// the calibration (validation FPR 0.004 of the model's score).
 const CONTEXT_BLOCK: f32 = 0.7390;
 
-/// `balanced` flags here: the lowest threshold at a validation FPR of at
-/// most 0.02 (0.019 there, recall 0.796). A point that keeps the recall of
+/// `balanced` flags here, on the calibrated score of user text
+/// (`calibrate.rs`): the lowest threshold at a validation FPR of at most
+/// 0.015, a margin below the 0.02 it must hold on unseen sources (0.014
+/// there, recall 0.806). A point that keeps the recall of
 /// the model before issue 31 (validation FPR 0.045 with an earlier model)
 /// flagged ordinary requests such as "Summarise in one sentence why a
 /// gateway should add little latency.", and every flag costs an audit record
@@ -118,7 +120,7 @@ const CONTEXT_BLOCK: f32 = 0.7390;
 /// CPU per request (a test keeps that prompt unflagged). Operators leave a
 /// shield on that seldom cries wolf; `strict` is the recall-first mode.
 const BALANCED_FLAG: f32 = 0.4673;
-/// `balanced` blocks here: validation FPR 0.004 (a refusal needs a confident
+/// `balanced` blocks here: validation FPR 0.005 (a refusal needs a confident
 /// score; flags are reported and let through).
 const BALANCED_BLOCK: f32 = 0.7806;
 /// `strict` flags here: validation FPR 0.06.
