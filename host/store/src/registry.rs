@@ -15,10 +15,16 @@
 //! (it still runs the same checks as it loads, and keeps what served before if
 //! one fails there).
 //!
+//! The registry also keeps each group's base policy, where the operator
+//! named one ([`PluginRegistry::set_group_base`]): the policy a group's
+//! policies are layered on is read with them, on every host, at every sync.
+//!
 //! Every change is announced ([`PluginRegistry::subscribe`]): in-process for
 //! redb, by `NOTIFY gatehouse_plugins` for PostgreSQL, so every host of a
 //! fleet reloads the active set when any of them publishes, activates or
 //! rolls back.
+
+use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -167,6 +173,14 @@ pub trait PluginRegistry: Send + Sync + 'static {
     /// Activate `to`, or else the highest version below the active one.
     /// `Conflict` when there is none to go back to.
     async fn rollback(&self, name: &str, to: Option<u32>) -> StoreResult<PublishedPlugin>;
+
+    /// Name `policy` as the base policy of `group`'s policies, or (`None`)
+    /// go back to the server default. Announced like every other write. The
+    /// caller checks the name (a loaded policy that is no group's).
+    async fn set_group_base(&self, group: &str, policy: Option<&str>) -> StoreResult<()>;
+
+    /// Every group's base policy where the operator named one: group id → policy name.
+    async fn group_bases(&self) -> StoreResult<BTreeMap<String, String>>;
 
     /// Announcements of changes made by this process or (PostgreSQL) by any
     /// host; the value moves at least once after each committed change.

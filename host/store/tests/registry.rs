@@ -125,6 +125,25 @@ mod cases {
         r.activate("n", 2).await.expect("activate");
         moved(&mut changes).await;
     }
+
+    pub async fn a_groups_base_policy_is_kept_replaced_cleared_and_announced(r: &dyn PluginRegistry) {
+        assert!(r.group_bases().await.expect("bases").is_empty(), "no group names one at first");
+        let mut changes = r.subscribe();
+        changes.borrow_and_update();
+        r.set_group_base("grp_a", Some("strict-floor")).await.expect("set");
+        moved(&mut changes).await;
+        r.set_group_base("grp_b", Some("internal")).await.expect("set");
+        r.set_group_base("grp_a", Some("confidential")).await.expect("replace");
+        moved(&mut changes).await;
+        let bases = r.group_bases().await.expect("bases");
+        assert_eq!(bases.get("grp_a").map(String::as_str), Some("confidential"), "{bases:?}");
+        assert_eq!(bases.get("grp_b").map(String::as_str), Some("internal"), "{bases:?}");
+        r.set_group_base("grp_a", None).await.expect("clear");
+        moved(&mut changes).await;
+        r.set_group_base("grp_never_set", None).await.expect("clearing what was never set is no error");
+        let bases = r.group_bases().await.expect("bases");
+        assert_eq!(bases.into_iter().collect::<Vec<_>>(), [("grp_b".to_owned(), "internal".to_owned())]);
+    }
 }
 
 macro_rules! for_each_case {
@@ -134,7 +153,8 @@ macro_rules! for_each_case {
             a_rollback_goes_to_the_previous_or_a_named_version_and_refuses_when_there_is_none,
             a_shadow_runs_beside_the_active_version_until_activated,
             a_name_stays_with_the_group_that_registered_it,
-            every_write_is_announced
+            every_write_is_announced,
+            a_groups_base_policy_is_kept_replaced_cleared_and_announced
         );
     };
 }

@@ -3,8 +3,10 @@
 //! takes a transaction-scoped advisory lock on the name (two hosts
 //! publishing one name number their versions one after the other) and ends
 //! with `NOTIFY gatehouse_plugins`, delivered at commit to every host's
-//! listener ([`listen`]), which moves its [`Changes`] counter.
+//! listener ([`listen`]), which moves its [`Changes`] counter. Groups' base
+//! policies are rows of `group_base_policies` (migration 8), written the same way.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -131,6 +133,30 @@ impl PluginRegistry for PgStore {
             plan::activate(e, name, target)
         })
         .await
+    }
+
+    async fn set_group_base(&self, group: &str, policy: Option<&str>) -> StoreResult<()> {
+        self.in_txn(async |txn| {
+            match policy {
+                Some(p) => txn
+                    .execute(
+                        "INSERT INTO group_base_policies (group_id, policy) VALUES ($1, $2) \
+                         ON CONFLICT (group_id) DO UPDATE SET policy = EXCLUDED.policy, set_at = now()",
+                        &[&group, &p],
+                    )
+                    .await
+                    .map_err(db_error)?,
+                None => txn.execute("DELETE FROM group_base_policies WHERE group_id = $1", &[&group]).await.map_err(db_error)?,
+            };
+            notify(txn).await
+        })
+        .await
+    }
+
+    async fn group_bases(&self) -> StoreResult<BTreeMap<String, String>> {
+        let client = self.client().await?;
+        let rows = client.query("SELECT group_id, policy FROM group_base_policies", &[]).await.map_err(db_error)?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
     }
 
     fn subscribe(&self) -> Changes {

@@ -2,10 +2,12 @@
 //! own (see `crate::registry` for why), with two tables:
 //! * `plugin_versions`: (name, version) → [`PublishedPlugin`] (JSON)
 //! * `plugin_components`: (name, version) → component bytes
+//! * `group_base_policies`: group id → the name of its base policy
 //!
 //! Each write is one redb transaction committed with fsync; changes are
 //! announced in-process (one host owns a redb file).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -21,6 +23,7 @@ pub const REGISTRY_FILE: &str = "plugins.redb";
 
 const VERSIONS: TableDefinition<(&str, u32), &[u8]> = TableDefinition::new("plugin_versions");
 const COMPONENTS: TableDefinition<(&str, u32), &[u8]> = TableDefinition::new("plugin_components");
+const GROUP_BASES: TableDefinition<&str, &str> = TableDefinition::new("group_base_policies");
 
 /// redb-backed plugin registry.
 pub struct RedbRegistry {
@@ -38,6 +41,7 @@ impl RedbRegistry {
         // Opening a table in a write transaction creates it.
         txn.open_table(VERSIONS)?;
         txn.open_table(COMPONENTS)?;
+        txn.open_table(GROUP_BASES)?;
         txn.commit()?;
         Ok(RedbRegistry { db: Arc::new(db), changes: tokio::sync::watch::channel(0).0 })
     }
@@ -159,6 +163,33 @@ impl PluginRegistry for RedbRegistry {
                 let target = plan::rollback_target(e, &name, to)?;
                 plan::activate(e, &name, target)
             })
+        })
+        .await
+    }
+
+    async fn set_group_base(&self, group: &str, policy: Option<&str>) -> StoreResult<()> {
+        let (group, policy) = (group.to_owned(), policy.map(str::to_owned));
+        self.write(move |txn| {
+            let mut t = txn.open_table(GROUP_BASES).map_err(backend)?;
+            match &policy {
+                Some(p) => t.insert(group.as_str(), p.as_str()).map_err(backend)?,
+                None => t.remove(group.as_str()).map_err(backend)?,
+            };
+            Ok(())
+        })
+        .await
+    }
+
+    async fn group_bases(&self) -> StoreResult<BTreeMap<String, String>> {
+        self.blocking(|db| {
+            let txn = db.begin_read().map_err(backend)?;
+            let t = txn.open_table(GROUP_BASES).map_err(backend)?;
+            let mut out = BTreeMap::new();
+            for item in t.iter().map_err(backend)? {
+                let (k, v) = item.map_err(backend)?;
+                out.insert(k.value().to_owned(), v.value().to_owned());
+            }
+            Ok(out)
         })
         .await
     }
