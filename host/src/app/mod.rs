@@ -43,7 +43,9 @@ impl AppState {
     /// store itself). Loads the published plugins before it returns, so a host
     /// serves them from its first request, then follows the registry's changes.
     pub fn with_registry(shared: Shared, registry: Result<Arc<dyn gatehouse_store::registry::PluginRegistry>, String>) -> Self {
-        let registry = registry.map(|r| crate::plugin_registry::RegistrySync::start(r, shared.plugins.clone()));
+        // The registry's policies go where this server's chat path reads them.
+        let policies = shared.chat.tenants.published.clone();
+        let registry = registry.map(|r| crate::plugin_registry::RegistrySync::start(r, shared.plugins.clone(), policies));
         if let Err(e) = &registry {
             tracing::error!(error = %e, "no plugin registry: published plugins are not loaded and publishing answers 503");
         }
@@ -53,6 +55,18 @@ impl AppState {
     /// The plugin registry, or why there is none.
     pub fn registry(&self) -> &Registry {
         &self.1
+    }
+
+    /// Shutdown: stop following the plugin registry, then stop the shadow
+    /// policy worker, and wait for both (before the store closes).
+    pub async fn stop_registry_work(&self) {
+        if let Ok(sync) = self.registry() {
+            sync.shutdown().await;
+        }
+        let tenants = self.chat.tenants.clone();
+        if let Err(e) = tokio::task::spawn_blocking(move || tenants.stop()).await {
+            tracing::error!(error = %e, "stopping the shadow policy worker failed");
+        }
     }
 }
 
