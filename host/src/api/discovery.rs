@@ -77,7 +77,8 @@ pub async fn policies(State(app): State<AppState>, Authed(ctx): Authed) -> Json<
         let visible = published.visible(&name, group);
         let owner = published.owner(&name);
         // Another group's policy is shown to admins only, and never as selectable.
-        if !(allowed && visible) && !(ctx.is_admin() && owner.is_some()) {
+        let shown = (allowed && visible) || (ctx.is_admin() && owner.is_some());
+        if !shown {
             continue;
         }
         let p = snapshot.of_kind(&name, Kind::Policy);
