@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use arc_swap::ArcSwap;
 use gatehouse_plugin_host::{Plugin, PluginRuntime};
-use gatehouse_store::registry::{PluginRegistry, PluginState, PublishedPlugin};
+use gatehouse_store::registry::{PluginRegistry, PluginState, PublishedPlugin, ShadowCounts};
 
 /// A shadow version loaded beside the serving snapshot.
 pub struct ShadowVersion {
@@ -25,6 +25,8 @@ pub struct ShadowVersion {
     /// Loaded with [`PluginRuntime::load_detached`]: the serving runtime's
     /// engine, checks and limits, outside its snapshot.
     pub plugin: Arc<Plugin>,
+    /// What this host had counted for it when it last saved (before a restart).
+    pub restored: Option<ShadowCounts>,
 }
 
 /// The registry's policies as a request needs them, replaced whole after
@@ -75,6 +77,8 @@ pub struct RegistrySync {
     runtime: Arc<PluginRuntime>,
     /// What requests read of the registry's policies (the server's own handle).
     policies: Policies,
+    /// This host in saved shadow counts (its receipt-signing key id).
+    host: String,
     /// One sync at a time (the follower's and a publishing request's).
     running: tokio::sync::Mutex<()>,
     /// Tells the follower to end (shutdown).
@@ -85,12 +89,13 @@ pub struct RegistrySync {
 impl RegistrySync {
     /// Load the active set now (when the runtime allows blocking), then follow
     /// changes until [`RegistrySync::shutdown`]. The registry's policies are
-    /// published into `policies`.
-    pub fn start(registry: Arc<dyn PluginRegistry>, runtime: Arc<PluginRuntime>, policies: Policies) -> Arc<RegistrySync> {
+    /// published into `policies`; `host` names this host's saved shadow counts.
+    pub fn start(registry: Arc<dyn PluginRegistry>, runtime: Arc<PluginRuntime>, policies: Policies, host: String) -> Arc<RegistrySync> {
         let sync = Arc::new(RegistrySync {
             registry,
             runtime,
             policies,
+            host,
             running: Default::default(),
             stop: tokio::sync::watch::channel(false).0,
             follower: Mutex::new(None),
@@ -189,7 +194,8 @@ impl RegistrySync {
                 && s.version == p.version
                 && s.sha256 == p.sha256
             {
-                shadows.insert(p.name.clone(), ShadowVersion { version: s.version, sha256: s.sha256.clone(), plugin: s.plugin.clone() });
+                let kept = ShadowVersion { version: s.version, sha256: s.sha256.clone(), plugin: s.plugin.clone(), restored: s.restored };
+                shadows.insert(p.name.clone(), kept);
                 continue;
             }
             if let Some((v, why)) = before.refused_shadows.get(&p.name)
@@ -206,7 +212,10 @@ impl RegistrySync {
             match loaded {
                 Ok(plugin) => {
                     tracing::info!(plugin = %p.name, version = p.version, "shadow version loaded beside the serving one");
-                    shadows.insert(p.name.clone(), ShadowVersion { version: p.version, sha256: p.sha256.clone(), plugin });
+                    // Counts this host saved before a restart go on from where they were.
+                    let saved = self.registry.shadow_counts(&p.name, p.version).await?;
+                    let restored = saved.into_iter().find(|h| h.host == self.host).map(|h| h.counts);
+                    shadows.insert(p.name.clone(), ShadowVersion { version: p.version, sha256: p.sha256.clone(), plugin, restored });
                 }
                 Err(why) => {
                     let why = gatehouse_plugin_host::folder::shown_text(&why);
@@ -254,7 +263,7 @@ mod tests {
         let runtime = PluginRuntime::start(&cfg, dir, &[], Arc::new(gatehouse_plugin_host::LogSink)).expect("runtime");
         let registry = Arc::new(RedbRegistry::open(dir).expect("registry"));
         let policies = Policies::default();
-        (RegistrySync::start(registry, runtime, policies.clone()), policies)
+        (RegistrySync::start(registry, runtime, policies.clone(), "test-host".into()), policies)
     }
 
     fn tenant_version(name: &str, group: &str, state: PluginState) -> NewVersion {

@@ -666,3 +666,52 @@ async fn an_admin_names_a_groups_base_policy_and_the_groups_policies_layer_on_it
     let logs = audit(s, "search=tenant_policy_base").await;
     assert!(logs.iter().filter(|l| l["outcome"] == "success").count() >= 2 && logs.iter().any(|l| l["outcome"] == "failure"), "{logs:?}");
 }
+
+#[tokio::test]
+async fn shadow_counts_outlive_a_restart_and_are_reported_per_host_and_summed() {
+    let built = build::built();
+    let mut t = tenants().await;
+    let path = format!("{}/acme-policy/shadow", policies(&t.a));
+    let (st, v) = publish(&t.s, &t.a_admin, &t.a, &built.acme_v1, "").await;
+    assert_eq!(st, 201, "{v}");
+    let (st, v) = publish(&t.s, &t.a_admin, &t.a, &built.acme_v2, "?state=shadow").await;
+    assert_eq!(st, 201, "{v}");
+    for text in ["hello", "a durian smoothie", "a margherita"] {
+        let (st, v) = t.s.chat_as(&t.a_user, &chat("acme-policy", text)).await;
+        assert_eq!(st, 200, "{text}: {v}");
+    }
+    let counts = shadow_counts(&t.s, &t.a_admin, &path, 3).await;
+    assert_eq!((counts["fleet"]["evaluated"].as_u64(), counts["hosts"].as_array().map(Vec::len)), (Some(3), Some(1)), "{counts}");
+    assert_eq!(counts["hosts"][0]["thisHost"], true, "{counts}");
+
+    // Saved every few seconds: wait for a save after the three were counted, then kill the host.
+    let counted = chrono::Utc::now();
+    let started = Instant::now();
+    loop {
+        let (_, v) = call(&t.s, &t.a_admin, Method::GET, &path, None).await;
+        let saved = v["data"]["hosts"][0]["savedAt"]
+            .as_str()
+            .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
+            .map(|d| d.with_timezone(&chrono::Utc));
+        if saved.is_some_and(|s| s > counted) {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(15), "the counts were never saved: {v}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    t.s.restart();
+
+    // The restarted host goes on from what it saved; the sample (request-level detail) starts anew.
+    let (st, v) = call(&t.s, &t.a_admin, Method::GET, &path, None).await;
+    assert_eq!(st, 200, "{v}");
+    let c = &v["data"];
+    assert_eq!(
+        (c["evaluated"].as_u64(), c["agreed"].as_u64(), c["disagreed"].as_u64(), c["fleet"]["evaluated"].as_u64()),
+        (Some(3), Some(2), Some(1), Some(3)),
+        "{v}"
+    );
+    let (st, v) = t.s.chat_as(&t.a_user, &chat("acme-policy", "durian again")).await;
+    assert_eq!(st, 200, "{v}");
+    let counts = shadow_counts(&t.s, &t.a_admin, &path, 4).await;
+    assert_eq!((counts["disagreed"].as_u64(), counts["fleet"]["disagreed"].as_u64()), (Some(2), Some(2)), "{counts}");
+}

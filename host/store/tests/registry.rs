@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use gatehouse_store::StoreError;
-use gatehouse_store::registry::{NewVersion, PluginRegistry, PluginState, PublishedPlugin};
+use gatehouse_store::registry::{NewVersion, PluginRegistry, PluginState, PublishedPlugin, ShadowCounts};
 
 fn upload(name: &str, content: &str) -> NewVersion {
     let bytes = format!("\0asm component {content}").into_bytes();
@@ -144,6 +144,21 @@ mod cases {
         let bases = r.group_bases().await.expect("bases");
         assert_eq!(bases.into_iter().collect::<Vec<_>>(), [("grp_b".to_owned(), "internal".to_owned())]);
     }
+
+    pub async fn each_hosts_shadow_counts_are_kept_per_version_and_replaced(r: &dyn PluginRegistry) {
+        let counts = |evaluated: u64, faults: u64| ShadowCounts { evaluated, agreed: evaluated, disagreed: 0, dropped: 1, faults };
+        assert!(r.shadow_counts("acme", 2).await.expect("read").is_empty());
+        r.save_shadow_counts("host-b", "acme", 2, counts(7, 0)).await.expect("save");
+        r.save_shadow_counts("host-a", "acme", 2, counts(3, 1)).await.expect("save");
+        r.save_shadow_counts("host-a", "acme", 2, counts(5, 1)).await.expect("replace");
+        r.save_shadow_counts("host-a", "acme", 3, counts(9, 0)).await.expect("another version");
+        r.save_shadow_counts("host-a", "acme-other", 2, counts(11, 0)).await.expect("another name");
+        let mut rows = r.shadow_counts("acme", 2).await.expect("read");
+        rows.sort_by(|x, y| x.host.cmp(&y.host));
+        let got: Vec<(&str, ShadowCounts)> = rows.iter().map(|h| (h.host.as_str(), h.counts)).collect();
+        assert_eq!(got, [("host-a", counts(5, 1)), ("host-b", counts(7, 0))]);
+        assert_eq!(r.shadow_counts("acme", 3).await.expect("read").len(), 1);
+    }
 }
 
 macro_rules! for_each_case {
@@ -154,7 +169,8 @@ macro_rules! for_each_case {
             a_shadow_runs_beside_the_active_version_until_activated,
             a_name_stays_with_the_group_that_registered_it,
             every_write_is_announced,
-            a_groups_base_policy_is_kept_replaced_cleared_and_announced
+            a_groups_base_policy_is_kept_replaced_cleared_and_announced,
+            each_hosts_shadow_counts_are_kept_per_version_and_replaced
         );
     };
 }

@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 
 use super::{PolicyDecision, PolicyEngine, PolicyInput};
 use crate::chat::types::Message;
+use gatehouse_store::registry::ShadowCounts;
 
 /// Disagreements kept per shadow (the newest).
 pub const SAMPLES: usize = 50;
@@ -60,6 +61,26 @@ impl ShadowStats {
             "faults": self.faults.load(Ordering::Relaxed),
             "samples": samples,
         })
+    }
+
+    /// The counts without the sample, as they are saved (the sample stays in memory).
+    pub fn counts(&self) -> ShadowCounts {
+        ShadowCounts {
+            evaluated: self.evaluated.load(Ordering::Relaxed),
+            agreed: self.agreed.load(Ordering::Relaxed),
+            disagreed: self.disagreed.load(Ordering::Relaxed),
+            dropped: self.dropped.load(Ordering::Relaxed),
+            faults: self.faults.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Go on from counts saved before (by this host, before a restart).
+    pub fn restore(&self, c: &ShadowCounts) {
+        self.evaluated.fetch_add(c.evaluated, Ordering::Relaxed);
+        self.agreed.fetch_add(c.agreed, Ordering::Relaxed);
+        self.disagreed.fetch_add(c.disagreed, Ordering::Relaxed);
+        self.dropped.fetch_add(c.dropped, Ordering::Relaxed);
+        self.faults.fetch_add(c.faults, Ordering::Relaxed);
     }
 
     fn keep(&self, sample: Value) {

@@ -17,6 +17,7 @@ use super::{PolicyDecision, PolicyEngine, PolicyInput};
 use crate::chat::adapters::plugins::PolicyPlugin;
 use crate::chat::providers::PluginSet;
 use crate::plugin_registry::{Policies, PublishedPolicies};
+use gatehouse_store::registry::ShadowCounts;
 
 /// Shadow evaluations waiting for the worker; beyond this a request's offer is dropped (and counted).
 const QUEUE: usize = 1024;
@@ -63,6 +64,17 @@ impl Tenants {
         }
     }
 
+    /// The counts of every shadow this host runs: (name, version, counts).
+    pub fn counts(&self) -> Vec<(String, u32, ShadowCounts)> {
+        let published = self.policies();
+        let shadows = self.shadows.lock().unwrap_or_else(|p| p.into_inner());
+        shadows
+            .iter()
+            .filter(|(name, (v, sha, _))| published.shadows.get(*name).is_some_and(|s| s.version == *v && s.sha256 == *sha))
+            .map(|(name, (v, _, shadow))| (name.clone(), *v, shadow.stats.counts()))
+            .collect()
+    }
+
     /// The shadow of `name` this host runs, if any: (version, component SHA-256, counts).
     pub fn shadow_of(&self, name: &str) -> Option<ShadowOf> {
         let published = self.policies();
@@ -83,6 +95,9 @@ impl Tenants {
         // The shadow's own hash is never reported: a request's is the active version's.
         let engine = Arc::new(PolicyPlugin::new(loaded.plugin.clone(), loaded.sha256.clone()));
         let shadow = Shadow::new(name, engine);
+        if let Some(saved) = &loaded.restored {
+            shadow.stats.restore(saved);
+        }
         shadows.insert(name.to_owned(), (loaded.version, loaded.sha256.clone(), shadow.clone()));
         Some(shadow)
     }

@@ -30,7 +30,7 @@ use crate::app::AppState;
 use crate::auth::{Admin, AdminOrTenant, AuthContext};
 use crate::error::{AdminError, NestedError};
 use gatehouse_plugin_host::{Kind, Source};
-use gatehouse_store::registry::{NewVersion, PluginState, PublishedPlugin};
+use gatehouse_store::registry::{HostShadowCounts, NewVersion, PluginState, PublishedPlugin, ShadowCounts};
 
 /// The group the caller may administer, which must exist: 403 for a tenant
 /// admin of another group, 404 for an unknown group.
@@ -423,7 +423,7 @@ async fn changed(app: &AppState, ctx: &AuthContext, step: &str, group: &str, p: 
     get, path = "/api/admin/groups/{id}/policies/{name}/shadow", tag = "admin",
     params(("id" = String, Path, description = "`grp_…`"), ("name" = String, Path, description = "The policy's name")),
     responses(
-        (status = 200, description = "What the shadow version did on this host since it was loaded here: `{version, sha256, evaluated, agreed, disagreed, dropped, faults, samples: [{at, keyId, fields, active, shadow}]}` (a sample holds the decisions' fields, a refusal reason as its length `reasonChars`, never request text)", body = Success<JsonObject>),
+        (status = 200, description = "What the shadow version did: on this host `{version, sha256, evaluated, agreed, disagreed, dropped, faults, samples: [{at, keyId, fields, active, shadow}]}` (counts kept across restarts; a sample holds the decisions' fields, a refusal reason as its length `reasonChars`, never request text, and only this host's since it started); per host `hosts: [{host, thisHost, counts, savedAt}]` (other hosts' as they last saved them) and their sum `fleet: {evaluated, agreed, disagreed, dropped, faults}`", body = Success<JsonObject>),
         (status = 403, description = "Neither an admin key nor this group's tenant admin key", body = NestedError),
         (status = 404, description = "No such group or policy, or no shadow version runs on this host", body = NestedError),
     )
@@ -441,5 +441,45 @@ pub async fn shadow_stats(
     let mut v = shadow.stats.view();
     v["version"] = json!(version);
     v["sha256"] = json!(sha256);
+    let saved = registry(&app)?.registry.shadow_counts(&name, version).await?;
+    let (hosts, fleet) = fleet_view(app.receipts.key_id(), shadow.stats.counts(), &saved);
+    v["hosts"] = hosts;
+    v["fleet"] = json!(fleet);
     Ok(ok(v))
+}
+
+/// One shadow version across the fleet: this host's live counts, every other
+/// host's last saved ones (each saves every few seconds and at shutdown), and
+/// their sum. This host's own saved row is what it restarts from, never added.
+fn fleet_view(me: &str, live: ShadowCounts, saved: &[HostShadowCounts]) -> (Value, ShadowCounts) {
+    let mine = saved.iter().find(|h| h.host == me).map(|h| h.saved_at);
+    let mut hosts = vec![json!({"host": me, "thisHost": true, "counts": live, "savedAt": mine})];
+    let mut sum = live;
+    for h in saved.iter().filter(|h| h.host != me) {
+        sum = sum.plus(h.counts);
+        hosts.push(json!({"host": h.host, "thisHost": false, "counts": h.counts, "savedAt": h.saved_at}));
+    }
+    (json!(hosts), sum)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fleet_sums_this_hosts_live_counts_and_the_other_hosts_saved_ones() {
+        let c = |evaluated, faults| ShadowCounts { evaluated, agreed: evaluated, disagreed: 0, dropped: 0, faults };
+        let at = chrono::Utc::now();
+        let saved = [
+            HostShadowCounts { host: "me".into(), counts: c(4, 0), saved_at: at },
+            HostShadowCounts { host: "other".into(), counts: c(10, 2), saved_at: at },
+        ];
+        let (hosts, fleet) = fleet_view("me", c(6, 1), &saved);
+        assert_eq!(fleet, c(16, 3), "this host's saved 4 is part of its live 6, not added again");
+        assert_eq!(hosts[0]["thisHost"], true);
+        assert_eq!(hosts[0]["counts"]["evaluated"], 6);
+        assert_eq!((hosts[1]["host"].as_str(), hosts[1]["counts"]["faults"].as_u64()), (Some("other"), Some(2)));
+        let (hosts, fleet) = fleet_view("me", c(1, 0), &[]);
+        assert_eq!((fleet, hosts[0]["savedAt"].clone()), (c(1, 0), Value::Null), "never saved yet");
+    }
 }

@@ -8,3 +8,16 @@ CREATE TABLE group_base_policies (
     policy   text        NOT NULL,
     set_at   timestamptz NOT NULL DEFAULT now()
 );
+
+-- Each host's last saved counts of a shadow policy version (evaluated, agreed,
+-- disagreed, dropped, faults; JSON text), saved periodically and at shutdown,
+-- so they outlive a restart and the API can sum the fleet's. Never NOTIFYed.
+CREATE TABLE shadow_counts (
+    name     text        NOT NULL,
+    version  integer     NOT NULL,
+    -- The host's receipt-signing key id (one per data dir).
+    host     text        NOT NULL,
+    counts   text        NOT NULL,
+    saved_at timestamptz NOT NULL DEFAULT now(),
+    PRIMARY KEY (name, version, host)
+);
