@@ -97,6 +97,7 @@ pub async fn run_then(
         admission: Default::default(),
         streams: Default::default(),
         config_texts: Default::default(),
+        tenants: Default::default(),
     });
     // The plugin registry of this store: a fleet's is the PostgreSQL store itself.
     let registry = backend.plugin_registry(&config.data_dir);
@@ -116,7 +117,12 @@ pub async fn run_then(
         },
         registry,
     );
-    crate::chat::policy_select::log_stored_defaults(app.store.as_ref(), app.chat.adapters.snapshot().as_ref()).await;
+    crate::chat::policy_select::log_stored_defaults(
+        app.store.as_ref(),
+        app.chat.adapters.snapshot().as_ref(),
+        &app.chat.tenants.policies(),
+    )
+    .await;
     plugins.watch(Duration::from_millis(app.config().plugins.reload_debounce_ms))?;
     // Index the knowledge bases in the background; queries before it finishes build their own.
     tokio::task::spawn_blocking(move || knowledge.prewarm());

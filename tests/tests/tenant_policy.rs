@@ -5,9 +5,10 @@
 //! the server log, and see the policy deny the chosen words without a restart.
 //! A group's policies through the admin API: its tenant admin publishes under
 //! names registered to the group, the policy runs for that group's keys only,
-//! layered on the base policy (which it can tighten but never loosen), and a
-//! shadow version is counted beside the active one, then activated and rolled
-//! back, each step audited.
+//! layered on the base policy (which it can tighten but never loosen; an
+//! admin may name a group's own base), discovery lists it to that group's keys
+//! only, and a shadow version is counted beside the active one (under the
+//! configured limits), then activated and rolled back, each step audited.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
@@ -155,6 +156,11 @@ mod build {
         pub beta: Vec<u8>,
         /// A component whose `info()` says `public`, a built-in name.
         pub named_public: Vec<u8>,
+        /// `acme-policy` 0.3: refuses `pineapple`, after filling 48 MiB of
+        /// memory (more than a 32 MiB cap allows, less than the default 64).
+        pub acme_hog: Vec<u8>,
+        /// `acme-floor`, an operator's second policy: refuses `mango`.
+        pub floor: Vec<u8>,
     }
 
     const V1: &str = r#"if ctx.mentions_any(["pineapple"]) { return deny("acme-policy: a word this tenant does not allow"); } allow()"#;
@@ -162,6 +168,9 @@ mod build {
         r#"if ctx.mentions_any(["pineapple", "durian"]) { return deny("acme-policy: a word this tenant does not allow"); } allow()"#;
     const LOOSE: &str = "allow().pii(DataAction::Allow).dlp(DataAction::Allow).shield(ShieldMode::Off).shield_may_disable(true)\
         .withhold_on_canary_leak(false).log_prompts(true).restore_pii(true)";
+    const HOG: &str = r#"let hog = std::hint::black_box(vec![7u8; 48 << 20]); if hog[hog.len() / 2] == 0 { return deny("never"); }
+        if ctx.mentions_any(["pineapple"]) { return deny("acme-policy: a word this tenant does not allow"); } allow()"#;
+    const FLOOR: &str = r#"if ctx.mentions_any(["mango"]) { return deny("acme-floor: refused by the group's base policy"); } allow()"#;
     const BASE: &str = r#"if ctx.mentions_any(["forbidden-base"]) { return deny("acme-base: refused by the operator's base policy"); }
         allow().shield(ShieldMode::Strict).shield_may_disable(false).providers(["echo"])"#;
 
@@ -211,6 +220,8 @@ mod build {
                 base: build("acme-base", "0.1.0", BASE),
                 beta: build("beta-policy", "0.1.0", "allow()"),
                 named_public: build("public", "9.9.9", "allow()"),
+                acme_hog: build("acme-policy", "0.3.0", HOG),
+                floor: build("acme-floor", "0.1.0", FLOOR),
             }
         })
     }
@@ -284,11 +295,16 @@ struct Tenants {
 }
 
 async fn tenants() -> Tenants {
+    tenants_with("").await
+}
+
+/// [`tenants`], with `extra` appended to the config.
+async fn tenants_with(extra: &str) -> Tenants {
     let built = build::built();
     let dir = tempfile::tempdir().expect("tmp");
     let base = dir.path().join("acme-base.wasm");
     std::fs::write(&base, &built.base).expect("write base");
-    let toml = format!("[policies]\ndefault = \"acme-base\"\n{TWO_PROVIDERS}");
+    let toml = format!("[policies]\ndefault = \"acme-base\"\n{TWO_PROVIDERS}{extra}");
     let s = Server::builder().toml(&toml).plugin(base.to_str().expect("utf-8"), "acme-base.wasm").start();
     let a = group(&s, "Acme").await;
     let b = group(&s, "Beta").await;
@@ -416,13 +432,18 @@ async fn a_groups_policy_runs_only_for_its_keys_and_never_loosens_its_base() {
 
 /// Poll the shadow's counts until `evaluated` reaches `n` (10 s at most).
 async fn shadow_counts(s: &Server, key: &str, path: &str, n: u64) -> Value {
+    shadow_counts_of(s, key, path, "evaluated", n).await
+}
+
+/// Poll the shadow's counts until `field` reaches `n` (10 s at most).
+async fn shadow_counts_of(s: &Server, key: &str, path: &str, field: &str, n: u64) -> Value {
     let started = Instant::now();
     loop {
         let (st, v) = call(s, key, Method::GET, path, None).await;
-        if st == 200 && v["data"]["evaluated"].as_u64() >= Some(n) {
+        if st == 200 && v["data"][field].as_u64() >= Some(n) {
             return v["data"].clone();
         }
-        assert!(started.elapsed() < Duration::from_secs(10), "the shadow never counted {n}: {st} {v}");
+        assert!(started.elapsed() < Duration::from_secs(10), "the shadow never counted {n} {field}: {st} {v}");
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
 }
@@ -490,4 +511,207 @@ async fn a_shadow_version_counts_its_disagreements_then_is_activated_and_rolled_
             "{step}: {logs:?}"
         );
     }
+}
+
+/// The serving plugin `name` as `GET /api/admin/plugins` lists it.
+async fn serving(s: &Server, name: &str) -> Value {
+    let (_, v) = call(s, &s.admin_key, Method::GET, "/api/admin/plugins", None).await;
+    v["data"]["plugins"].as_array().and_then(|a| a.iter().find(|p| p["name"] == name)).cloned().unwrap_or(Value::Null)
+}
+
+#[tokio::test]
+async fn a_shadow_runs_under_the_configured_limits_and_its_faults_stay_the_shadows() {
+    let built = build::built();
+    // 32 MiB per instance, below the plugin default of 64 MiB; the shadow version fills 48 MiB.
+    let t = tenants_with("[plugins]\nmemory_limit_mb = 32\n").await;
+    let s = &t.s;
+    let base = policies(&t.a);
+    let (st, v) = publish(s, &t.a_admin, &t.a, &built.acme_v1, "").await;
+    assert_eq!(st, 201, "{v}");
+    let (st, v) = publish(s, &t.a_admin, &t.a, &built.acme_hog, "?state=shadow").await;
+    assert_eq!((st, v["data"]["plugin"]["state"].as_str()), (201, Some("shadow")), "{v}");
+
+    // The active version decides every request as if there were no shadow.
+    for (text, expected) in [("hello", 200), ("a pineapple pizza", 403), ("a margherita", 200)] {
+        let (st, v) = s.chat_as(&t.a_user, &chat("acme-policy", text)).await;
+        assert_eq!(st, expected, "{text}: {v}");
+    }
+    let counts = shadow_counts_of(s, &t.a_admin, &format!("{base}/acme-policy/shadow"), "faults", 3).await;
+    assert_eq!(
+        (counts["version"].as_u64(), counts["faults"].as_u64(), counts["evaluated"].as_u64(), counts["dropped"].as_u64()),
+        (Some(2), Some(3), Some(0), Some(0)),
+        "under the configured 32 MiB every evaluation of the shadow fails, and is counted: {counts}"
+    );
+    // The serving snapshot still holds version 1, which never faulted.
+    let p = serving(s, "acme-policy").await;
+    assert_eq!((p["source"]["type"].as_str(), p["source"]["version"].as_u64()), (Some("published"), Some(1)), "{p}");
+    assert!(p["calls"].as_u64() >= Some(3) && p["faults"].as_u64() == Some(0), "{p}");
+}
+
+#[tokio::test]
+async fn discovery_lists_a_groups_policies_to_that_groups_keys_only() {
+    let built = build::built();
+    let t = tenants().await;
+    let s = &t.s;
+    let (st, v) = publish(s, &t.a_admin, &t.a, &built.acme_v1, "").await;
+    assert_eq!(st, 201, "{v}");
+    let (st, v) = publish(s, &t.b_admin, &t.b, &built.beta, "").await;
+    assert_eq!(st, 201, "{v}");
+    let (_, no_group, _) = s.create_key(json!({"name": "no group"})).await;
+    let listed = |v: &Value| -> Vec<String> {
+        v["data"].as_array().into_iter().flatten().filter_map(|p| p["name"].as_str().map(str::to_owned)).collect()
+    };
+    for (who, key, own) in [
+        ("A's user", &t.a_user, Some("acme-policy")),
+        ("A's tenant admin", &t.a_admin, Some("acme-policy")),
+        ("B's user", &t.b_user, Some("beta-policy")),
+        ("a key of no group", &no_group, None),
+    ] {
+        let (st, v) = call(s, key, Method::GET, "/api/policies", None).await;
+        assert_eq!(st, 200, "{who}: {v}");
+        let names = listed(&v);
+        assert!(names.iter().any(|n| n == "acme-base"), "{who} sees the operator's policies: {names:?}");
+        if let Some(own) = own {
+            assert!(names.iter().any(|n| n == own), "{who} sees its group's {own}: {names:?}");
+        }
+        let other_groups = ["acme-policy", "beta-policy"].into_iter().filter(|n| Some(*n) != own);
+        for n in other_groups {
+            assert!(!names.iter().any(|m| m == n), "{who} must not learn of {n}: {names:?}");
+        }
+    }
+    // An admin key sees every group's, with its group, as not selectable by it.
+    let (_, v) = call(s, &s.admin_key, Method::GET, "/api/policies", None).await;
+    let entry = |n: &str| v["data"].as_array().and_then(|a| a.iter().find(|p| p["name"] == n)).cloned().unwrap_or(Value::Null);
+    assert_eq!(
+        (entry("acme-policy")["groupId"].as_str(), entry("acme-policy")["selectable"].as_bool()),
+        (Some(t.a.as_str()), Some(false)),
+        "{v}"
+    );
+    assert_eq!(
+        (entry("beta-policy")["groupId"].as_str(), entry("beta-policy")["selectable"].as_bool()),
+        (Some(t.b.as_str()), Some(false)),
+        "{v}"
+    );
+    assert_eq!((entry("acme-base")["groupId"].clone(), entry("acme-base")["selectable"].as_bool()), (Value::Null, Some(true)), "{v}");
+}
+
+/// `/api/policy/check`'s `allowed` for `text` under `policy`, as `key`.
+async fn allowed(s: &Server, key: &str, policy: &str, text: &str) -> bool {
+    let r = s.client.post(s.url("/api/policy/check")).bearer_auth(key).json(&chat(policy, text)).send().await.expect("check");
+    let v: Value = r.json().await.expect("json");
+    v["allowed"].as_bool().unwrap_or_else(|| panic!("{v}"))
+}
+
+#[tokio::test]
+async fn an_admin_names_a_groups_base_policy_and_the_groups_policies_layer_on_it() {
+    let built = build::built();
+    let t = tenants().await;
+    let s = &t.s;
+    let a_base = format!("/api/admin/groups/{}/base-policy", t.a);
+    for (key, group, bytes) in [(&t.a_admin, &t.a, &built.acme_v1), (&t.b_admin, &t.b, &built.beta)] {
+        let (st, v) = publish(s, key, group, bytes, "").await;
+        assert_eq!(st, 201, "{v}");
+    }
+    let r = s.admin(Method::POST, "/api/admin/plugins").body(built.floor.clone()).send().await.expect("send");
+    assert_eq!(r.status(), 201, "the operator publishes acme-floor");
+
+    // By default the base is `policies.default`: acme-base refuses `forbidden-base`, nothing refuses mango.
+    let (st, v) = s.chat_as(&t.a_user, &chat("acme-policy", "a mango lassi")).await;
+    assert_eq!(st, 200, "{v}");
+    assert!(!allowed(s, &t.a_user, "acme-policy", "forbidden-base").await);
+
+    // Only an admin names a base, and only an operator's policy loaded here.
+    let (st, _) = call(s, &t.a_admin, Method::PUT, &a_base, Some(json!({"basePolicy": "acme-floor"}))).await;
+    assert_eq!(st, 403, "a tenant admin does not choose its own base");
+    for (bad, why) in [("acme-policy", "a group's policy"), ("beta-policy", "another group's"), ("no-such-policy", "not loaded")] {
+        let (st, v) = call(s, &s.admin_key, Method::PUT, &a_base, Some(json!({"basePolicy": bad}))).await;
+        assert_eq!(st, 400, "{why}: {v}");
+        assert!(v["error"]["message"].as_str().unwrap_or_default().contains(bad), "the message names it: {v}");
+    }
+    let (st, v) =
+        call(s, &s.admin_key, Method::PUT, "/api/admin/groups/grp_nonexistent/base-policy", Some(json!({"basePolicy": "acme-floor"})))
+            .await;
+    assert_eq!(st, 404, "{v}");
+    let (st, v) = call(s, &s.admin_key, Method::PUT, &a_base, Some(json!({"basePolicy": "acme-floor"}))).await;
+    assert_eq!(
+        (st, v["data"]["basePolicy"].as_str(), v["data"]["basePolicySource"].as_str()),
+        (200, Some("acme-floor"), Some("group")),
+        "{v}"
+    );
+    let (_, v) = call(s, &t.a_admin, Method::GET, &policies(&t.a), None).await;
+    assert_eq!((v["data"]["basePolicy"].as_str(), v["data"]["basePolicySource"].as_str()), (Some("acme-floor"), Some("group")), "{v}");
+
+    // A's policies now layer on acme-floor: mango is refused, acme-base's word is not.
+    let (st, v) = s.chat_as(&t.a_user, &chat("acme-policy", "a mango lassi")).await;
+    assert_eq!(st, 403, "{v}");
+    assert!(v["message"].as_str().unwrap_or_default().contains("acme-floor"), "{v}");
+    let (st, v) = s.chat_as(&t.a_user, &chat("acme-policy", "tell me about forbidden-base")).await;
+    assert_eq!(st, 200, "{v}");
+    assert!(!allowed(s, &t.a_user, "acme-policy", "a mango lassi").await);
+    assert!(allowed(s, &t.a_user, "acme-policy", "forbidden-base").await);
+    // B's policies keep the server default.
+    assert!(allowed(s, &t.b_user, "beta-policy", "a mango lassi").await);
+    assert!(!allowed(s, &t.b_user, "beta-policy", "forbidden-base").await);
+    let (_, v) = call(s, &t.b_admin, Method::GET, &policies(&t.b), None).await;
+    assert_eq!((v["data"]["basePolicy"].as_str(), v["data"]["basePolicySource"].as_str()), (Some("acme-base"), Some("default")), "{v}");
+
+    // `null` goes back to the server default.
+    let (st, v) = call(s, &s.admin_key, Method::PUT, &a_base, Some(json!({"basePolicy": null}))).await;
+    assert_eq!(
+        (st, v["data"]["basePolicy"].as_str(), v["data"]["basePolicySource"].as_str()),
+        (200, Some("acme-base"), Some("default")),
+        "{v}"
+    );
+    assert!(allowed(s, &t.a_user, "acme-policy", "a mango lassi").await);
+    let logs = audit(s, "search=tenant_policy_base").await;
+    assert!(logs.iter().filter(|l| l["outcome"] == "success").count() >= 2 && logs.iter().any(|l| l["outcome"] == "failure"), "{logs:?}");
+}
+
+#[tokio::test]
+async fn shadow_counts_outlive_a_restart_and_are_reported_per_host_and_summed() {
+    let built = build::built();
+    let mut t = tenants().await;
+    let path = format!("{}/acme-policy/shadow", policies(&t.a));
+    let (st, v) = publish(&t.s, &t.a_admin, &t.a, &built.acme_v1, "").await;
+    assert_eq!(st, 201, "{v}");
+    let (st, v) = publish(&t.s, &t.a_admin, &t.a, &built.acme_v2, "?state=shadow").await;
+    assert_eq!(st, 201, "{v}");
+    for text in ["hello", "a durian smoothie", "a margherita"] {
+        let (st, v) = t.s.chat_as(&t.a_user, &chat("acme-policy", text)).await;
+        assert_eq!(st, 200, "{text}: {v}");
+    }
+    let counts = shadow_counts(&t.s, &t.a_admin, &path, 3).await;
+    assert_eq!((counts["fleet"]["evaluated"].as_u64(), counts["hosts"].as_array().map(Vec::len)), (Some(3), Some(1)), "{counts}");
+    assert_eq!(counts["hosts"][0]["thisHost"], true, "{counts}");
+
+    // Saved every few seconds: wait for a save after the three were counted, then kill the host.
+    let counted = chrono::Utc::now();
+    let started = Instant::now();
+    loop {
+        let (_, v) = call(&t.s, &t.a_admin, Method::GET, &path, None).await;
+        let saved = v["data"]["hosts"][0]["savedAt"]
+            .as_str()
+            .and_then(|s| chrono::DateTime::parse_from_rfc3339(s).ok())
+            .map(|d| d.with_timezone(&chrono::Utc));
+        if saved.is_some_and(|s| s > counted) {
+            break;
+        }
+        assert!(started.elapsed() < Duration::from_secs(15), "the counts were never saved: {v}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    t.s.restart();
+
+    // The restarted host goes on from what it saved; the sample (request-level detail) starts anew.
+    let (st, v) = call(&t.s, &t.a_admin, Method::GET, &path, None).await;
+    assert_eq!(st, 200, "{v}");
+    let c = &v["data"];
+    assert_eq!(
+        (c["evaluated"].as_u64(), c["agreed"].as_u64(), c["disagreed"].as_u64(), c["fleet"]["evaluated"].as_u64()),
+        (Some(3), Some(2), Some(1), Some(3)),
+        "{v}"
+    );
+    let (st, v) = t.s.chat_as(&t.a_user, &chat("acme-policy", "durian again")).await;
+    assert_eq!(st, 200, "{v}");
+    let counts = shadow_counts(&t.s, &t.a_admin, &path, 4).await;
+    assert_eq!((counts["disagreed"].as_u64(), counts["fleet"]["disagreed"].as_u64()), (Some(2), Some(2)), "{counts}");
 }

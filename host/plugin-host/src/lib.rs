@@ -240,6 +240,9 @@ pub struct PluginRuntime {
     folder: std::sync::Mutex<folder::Folder<Plugin>>,
     /// The plugin registry's active versions (locked after `folder` when both are).
     published: std::sync::Mutex<published::Published>,
+    /// Versions loaded beside the snapshot ([`PluginRuntime::load_detached`]),
+    /// held by their callers: a config reload regrants them with the rest.
+    detached: std::sync::Mutex<Vec<std::sync::Weak<Plugin>>>,
     current: ArcSwap<Registry>,
     dir: PathBuf,
     events: Arc<dyn PluginEventSink>,
@@ -289,6 +292,7 @@ impl PluginRuntime {
             bundled,
             folder: std::sync::Mutex::new(folder::Folder::new(dir.clone())),
             published: Default::default(),
+            detached: Default::default(),
             dir,
             events,
         });
@@ -326,7 +330,9 @@ impl PluginRuntime {
             folder.recheck_refused();
         }
         let published = self.published.lock().unwrap_or_else(|p| p.into_inner());
-        let loaded = self.bundled.values().chain(published.serving.values()).chain(folder.served().map(|(_, (_, p))| p));
+        let detached = self.detached();
+        let loaded =
+            self.bundled.values().chain(published.serving.values()).chain(folder.served().map(|(_, (_, p))| p)).chain(detached.iter());
         let mut changed: Vec<String> = loaded.filter(|p| p.regrant(self.loader.grants(&p.name))).map(|p| p.name.clone()).collect();
         changed.sort();
         changed.dedup();

@@ -88,6 +88,40 @@ impl PluginRuntime {
         Ok(plugin.summary())
     }
 
+    /// Load a published version beside the snapshot, never into it: the same
+    /// engine (so the same compiled-code cache), the same checks as
+    /// [`PluginRuntime::check_upload`] and the same grants and limits as any
+    /// plugin of that name, but the plugin is the caller's alone. A shadow
+    /// version of a policy is loaded this way, so it runs under the limits
+    /// the operator configured and a name's shadow never takes the serving
+    /// version's place. A config reload regrants it like the snapshot's
+    /// plugins for as long as the caller keeps it. Blocking (compiles).
+    pub fn load_detached(&self, name: &str, version: u32, bytes: &[u8]) -> Result<Arc<Plugin>, String> {
+        let max = self.loader.config.load().max_component_bytes();
+        if bytes.len() as u64 > max {
+            return Err(format!("{} bytes, over plugins.max_component_mb ({max} bytes)", bytes.len()));
+        }
+        let p = self.loader.load(bytes, Source::Published { version })?;
+        if p.name != name {
+            return Err(format!("declares {}, but was published as {name}", p.name));
+        }
+        if let Some(why) = self.publish_refusal(&p.name, p.kind) {
+            return Err(why);
+        }
+        let p = Arc::new(p);
+        let mut detached = self.detached.lock().unwrap_or_else(|p| p.into_inner());
+        detached.retain(|w| w.strong_count() > 0);
+        detached.push(Arc::downgrade(&p));
+        Ok(p)
+    }
+
+    /// The detached versions still held by someone.
+    pub(crate) fn detached(&self) -> Vec<Arc<Plugin>> {
+        let mut detached = self.detached.lock().unwrap_or_else(|p| p.into_inner());
+        detached.retain(|w| w.strong_count() > 0);
+        detached.iter().filter_map(std::sync::Weak::upgrade).collect()
+    }
+
     /// Bring the published layer in line with the registry's active set:
     /// load what changed (versions listed with their bytes), drop names no
     /// longer published, swap the snapshot, then report each change as a

@@ -65,6 +65,7 @@ fn routes(app: &AppState) -> OpenApiRouter<AppState> {
         .routes(routes!(plugins::tenant::shadow, plugins::tenant::shadow_stats))
         .routes(routes!(plugins::tenant::activate))
         .routes(routes!(plugins::tenant::rollback))
+        .routes(routes!(plugins::tenant::set_base))
         .routes(routes!(indexes::create, indexes::list))
         .routes(routes!(indexes::delete))
         .routes(routes!(indexes::reindex))

@@ -366,6 +366,11 @@ pub struct PolicyInfo {
     pub default: bool,
     /// The key's `defaultPolicy`.
     pub key_default: bool,
+    /// The group a tenant policy is registered to; `null` for the operator's.
+    pub group_id: Option<String>,
+    /// May this key select it? Always true but for another group's policy
+    /// listed to an admin key.
+    pub selectable: bool,
 }
 
 /// `POST /api/policy/check`.

@@ -18,6 +18,9 @@ use gatehouse_store::Store;
 #[derive(Clone)]
 pub struct AppState(Arc<Shared>, Arc<Registry>);
 
+/// How often each shadow policy version's counts are saved to the plugin registry (and once more at shutdown).
+pub const SAVE_SHADOW_COUNTS: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The plugin registry this host publishes to and loads from, or why there is none.
 pub type Registry = Result<Arc<crate::plugin_registry::RegistrySync>, String>;
 
@@ -43,7 +46,10 @@ impl AppState {
     /// store itself). Loads the published plugins before it returns, so a host
     /// serves them from its first request, then follows the registry's changes.
     pub fn with_registry(shared: Shared, registry: Result<Arc<dyn gatehouse_store::registry::PluginRegistry>, String>) -> Self {
-        let registry = registry.map(|r| crate::plugin_registry::RegistrySync::start(r, shared.plugins.clone()));
+        // The registry's policies go where this server's chat path reads them.
+        let policies = shared.chat.tenants.published.clone();
+        let host = shared.receipts.key_id().to_owned();
+        let registry = registry.map(|r| crate::plugin_registry::RegistrySync::start(r, shared.plugins.clone(), policies, host));
         if let Err(e) = &registry {
             tracing::error!(error = %e, "no plugin registry: published plugins are not loaded and publishing answers 503");
         }
@@ -53,6 +59,37 @@ impl AppState {
     /// The plugin registry, or why there is none.
     pub fn registry(&self) -> &Registry {
         &self.1
+    }
+
+    /// The registry's own work while the server runs: save every shadow's
+    /// counts every [`SAVE_SHADOW_COUNTS`]; at `stop`, stop the shadow
+    /// policy worker, save the final counts, stop following the registry,
+    /// and return once all of it is done (before the store closes).
+    pub async fn run_registry_work(self, mut stop: tokio::sync::watch::Receiver<bool>) {
+        loop {
+            tokio::select! {
+                () = tokio::time::sleep(SAVE_SHADOW_COUNTS) => self.save_shadow_counts().await,
+                () = async { let _ = stop.wait_for(|s| *s).await; } => break,
+            }
+        }
+        let tenants = self.chat.tenants.clone();
+        if let Err(e) = tokio::task::spawn_blocking(move || tenants.stop()).await {
+            tracing::error!(error = %e, "stopping the shadow policy worker failed");
+        }
+        self.save_shadow_counts().await;
+        if let Ok(sync) = self.registry() {
+            sync.shutdown().await;
+        }
+    }
+
+    /// Save this host's counts of every shadow it runs (docs/decisions/tenant-policies.md).
+    async fn save_shadow_counts(&self) {
+        let Ok(sync) = self.registry() else { return };
+        for (name, version, counts) in self.chat.tenants.counts() {
+            if let Err(e) = sync.registry.save_shadow_counts(self.receipts.key_id(), &name, version, counts).await {
+                tracing::warn!(plugin = %name, version, error = %e, "saving shadow counts failed; the next round tries again");
+            }
+        }
     }
 }
 

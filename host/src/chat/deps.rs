@@ -13,6 +13,7 @@ use super::config_texts::ConfigTexts;
 use super::cutoff::Streams;
 use super::providers::{PluginSource, Targets};
 use super::retrieval::KnowledgeBases;
+use super::security::tenant::Tenants;
 use super::transport::Transport;
 use crate::auth::limits::Limiter;
 use crate::config::Config;
@@ -57,6 +58,9 @@ pub struct Deps {
     pub streams: Arc<Streams>,
     /// The plugins' config texts for the current config snapshot.
     pub config_texts: ConfigTexts,
+    /// Tenant policies: which are whose, each group's base, the shadows and
+    /// their worker; the registry sync fills it (this server's own, never a global).
+    pub tenants: Arc<Tenants>,
 }
 
 impl Deps {

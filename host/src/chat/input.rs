@@ -63,8 +63,11 @@ fn run(
     let who = subject(ctx, p);
     let policy_name = p.meta.policy_used.clone();
     let config = deps.config();
-    // A group's policy runs layered on the server default; a shadow version runs beside it.
-    let engine = security::tenant::engine(p.adapters.as_ref(), &policy_name, &config.policies.default, &deps.config)
+    // A group's policy runs layered on its base (the group's, else the server
+    // default); a shadow version runs beside it.
+    let engine = deps
+        .tenants
+        .engine(p.adapters.as_ref(), &policy_name, &config.policies.default)
         .map_err(|why| refuse(ChatError::access_denied(why)))?;
 
     // What is screened besides the messages (docs/decisions/screening.md):

@@ -303,7 +303,8 @@ async fn select_policy(
         Some(g) => Ok(deps.store.get_group(g).await?.and_then(|g| g.default_policy)),
         None => Ok(None),
     };
-    super::policy_select::select(adapters, &ctx.key, params.policy.as_deref(), group_default, &cfg.policies.default).await
+    let published = deps.tenants.policies();
+    super::policy_select::select(adapters, &published, &ctx.key, params.policy.as_deref(), group_default, &cfg.policies.default).await
 }
 
 /// The `api:model_failover` events of a chain.

@@ -11,6 +11,7 @@ use axum::http::StatusCode;
 
 use super::providers::PluginSet;
 use crate::error::{ChatError, text};
+use crate::plugin_registry::PublishedPolicies;
 use gatehouse_store::model::ApiKeyRecord;
 
 /// Where the winning candidate came from (`metadata.smltp_policy_source`).
@@ -26,13 +27,13 @@ pub fn may_use(key: &ApiKeyRecord, policy: &str) -> bool {
 
 /// Is `policy` loaded for `key`? A group's (tenant) policy exists only for
 /// that group's keys: to any other key it is as unknown as a missing one.
-fn loaded_for(adapters: &dyn PluginSet, key: &ApiKeyRecord, policy: &str) -> bool {
-    adapters.has_policy(policy) && crate::plugin_registry::policies().visible(policy, key.group_id.as_deref())
+/// `published` is the server's registry view (`ChatDeps::tenants`).
+fn loaded_for(adapters: &dyn PluginSet, published: &PublishedPolicies, key: &ApiKeyRecord, policy: &str) -> bool {
+    adapters.has_policy(policy) && published.visible(policy, key.group_id.as_deref())
 }
 
 /// The loaded policies `key` may use, sorted: all an error message may name.
-pub fn usable_names(adapters: &dyn PluginSet, key: &ApiKeyRecord) -> Vec<String> {
-    let published = crate::plugin_registry::policies();
+pub fn usable_names(adapters: &dyn PluginSet, published: &PublishedPolicies, key: &ApiKeyRecord) -> Vec<String> {
     let mut names: Vec<String> =
         adapters.policy_names().into_iter().filter(|n| may_use(key, n) && published.visible(n, key.group_id.as_deref())).collect();
     names.sort();
@@ -40,8 +41,8 @@ pub fn usable_names(adapters: &dyn PluginSet, key: &ApiKeyRecord) -> Vec<String>
 }
 
 /// Why a stored or requested default cannot serve `key`, if it cannot.
-pub fn default_problem(adapters: &dyn PluginSet, key: &ApiKeyRecord, policy: &str) -> Option<String> {
-    if !loaded_for(adapters, key, policy) {
+pub fn default_problem(adapters: &dyn PluginSet, published: &PublishedPolicies, key: &ApiKeyRecord, policy: &str) -> Option<String> {
+    if !loaded_for(adapters, published, key, policy) {
         Some(format!("no policy `{policy}` is loaded"))
     } else if !may_use(key, policy) {
         Some(format!("`{policy}` is not in the key's allowedPolicies"))
@@ -55,6 +56,7 @@ pub fn default_problem(adapters: &dyn PluginSet, key: &ApiKeyRecord, policy: &st
 /// group, so the common cases stay free of store reads).
 pub async fn select(
     adapters: &dyn PluginSet,
+    published: &PublishedPolicies,
     key: &ApiKeyRecord,
     requested: Option<&str>,
     group_default: impl AsyncFnOnce() -> Result<Option<String>, ChatError>,
@@ -67,13 +69,13 @@ pub async fn select(
                 allowed_text(key)
             )));
         }
-        return loaded(adapters, key, p, REQUEST);
+        return loaded(adapters, published, key, p, REQUEST);
     }
     let mut refused: Vec<String> = Vec::new();
     // The key's default was checked when it was set; one stored before that
     // check, or whose policy has since gone, is skipped (and logged at start).
     if let Some(p) = &key.default_policy {
-        match default_problem(adapters, key, p) {
+        match default_problem(adapters, published, key, p) {
             None => return Ok((p.clone(), API_KEY)),
             Some(_) => refused.push(format!("`{p}` (the key's defaultPolicy)")),
         }
@@ -82,12 +84,12 @@ pub async fn select(
         && let Some(p) = group_default().await?
     {
         if may_use(key, &p) {
-            return loaded(adapters, key, &p, GROUP);
+            return loaded(adapters, published, key, &p, GROUP);
         }
         refused.push(format!("`{p}` (the group's default)"));
     }
     if may_use(key, server_default) {
-        return loaded(adapters, key, server_default, DEFAULT);
+        return loaded(adapters, published, key, server_default, DEFAULT);
     }
     refused.push(format!("`{server_default}` (the server default)"));
     Err(ChatError::access_denied(format!(
@@ -99,8 +101,14 @@ pub async fn select(
 
 /// The winner must be loaded: a missing policy is an error, never a reason
 /// to fall through to another (possibly weaker) one.
-fn loaded(adapters: &dyn PluginSet, key: &ApiKeyRecord, name: &str, source: &'static str) -> Result<(String, &'static str), ChatError> {
-    if loaded_for(adapters, key, name) {
+fn loaded(
+    adapters: &dyn PluginSet,
+    published: &PublishedPolicies,
+    key: &ApiKeyRecord,
+    name: &str,
+    source: &'static str,
+) -> Result<(String, &'static str), ChatError> {
+    if loaded_for(adapters, published, key, name) {
         return Ok((name.to_owned(), source));
     }
     let what = match source {
@@ -111,7 +119,7 @@ fn loaded(adapters: &dyn PluginSet, key: &ApiKeyRecord, name: &str, source: &'st
     Err(ChatError::new(
         StatusCode::BAD_REQUEST,
         text::UNKNOWN_POLICY,
-        format!("no policy `{name}`{what} is loaded; policies this key may use: {}", names_text(&usable_names(adapters, key))),
+        format!("no policy `{name}`{what} is loaded; policies this key may use: {}", names_text(&usable_names(adapters, published, key))),
     ))
 }
 
@@ -129,7 +137,7 @@ fn names_text(names: &[String]) -> String {
 /// At start: log every active key whose stored `defaultPolicy` could not
 /// serve it (written before the check existed, or its policy is gone). Such
 /// a default is skipped at request time; the log says which keys to fix.
-pub async fn log_stored_defaults(store: &dyn gatehouse_store::Store, adapters: &dyn PluginSet) {
+pub async fn log_stored_defaults(store: &dyn gatehouse_store::Store, adapters: &dyn PluginSet, published: &PublishedPolicies) {
     let keys = match store.list_keys().await {
         Ok(keys) => keys,
         Err(e) => {
@@ -139,7 +147,7 @@ pub async fn log_stored_defaults(store: &dyn gatehouse_store::Store, adapters: &
     };
     for key in keys.iter().filter(|k| !k.is_revoked()) {
         if let Some(p) = &key.default_policy
-            && let Some(problem) = default_problem(adapters, key, p)
+            && let Some(problem) = default_problem(adapters, published, key, p)
         {
             tracing::warn!(
                 key_id = %key.id, default_policy = %p,
@@ -178,6 +186,10 @@ mod tests {
     }
 
     const ALL: Loaded = Loaded(&["internal", "public", "confidential"]);
+    /// A registry view in which no policy is a group's.
+    fn none() -> PublishedPolicies {
+        PublishedPolicies::default()
+    }
 
     fn key(allowed: Option<&[&str]>, default: Option<&str>, group: bool) -> ApiKeyRecord {
         let mut k = crate::api::admin::keys::new_key("usr_1", &crate::auth::keys::ApiKeySecret::generate());
@@ -188,7 +200,7 @@ mod tests {
     }
 
     fn run(k: &ApiKeyRecord, requested: Option<&str>, group: Option<&str>) -> Result<(String, &'static str), (u16, String)> {
-        futures::executor::block_on(select(&ALL, k, requested, async || Ok(group.map(str::to_owned)), "internal"))
+        futures::executor::block_on(select(&ALL, &none(), k, requested, async || Ok(group.map(str::to_owned)), "internal"))
             .map_err(|e| (e.status.as_u16(), e.message))
     }
 
@@ -223,9 +235,10 @@ mod tests {
     #[test]
     fn the_group_is_read_only_when_needed() {
         let k = key(None, Some("public"), true);
-        let r = futures::executor::block_on(select(&ALL, &k, None, async || panic!("the key's default settles it"), "internal"));
+        let r = futures::executor::block_on(select(&ALL, &none(), &k, None, async || panic!("the key's default settles it"), "internal"));
         assert_eq!(r.map_err(|e| e.message), Ok(("public".into(), API_KEY)));
-        let r = futures::executor::block_on(select(&ALL, &k, Some("internal"), async || panic!("the request settles it"), "internal"));
+        let r =
+            futures::executor::block_on(select(&ALL, &none(), &k, Some("internal"), async || panic!("the request settles it"), "internal"));
         assert_eq!(r.map_err(|e| e.message), Ok(("internal".into(), REQUEST)));
     }
 
@@ -237,6 +250,6 @@ mod tests {
         assert!(msg.ends_with("policies this key may use: public"), "only the key's own: {msg}");
         let (status, _) = run(&k, None, Some("tenant-x")).expect_err("the group's default is not loaded");
         assert_eq!(status, 400);
-        assert_eq!(usable_names(&ALL, &key(None, None, false)), ["confidential", "internal", "public"]);
+        assert_eq!(usable_names(&ALL, &none(), &key(None, None, false)), ["confidential", "internal", "public"]);
     }
 }

@@ -1,6 +1,9 @@
 //! The server's own background loops that work on the app state: the
-//! console overview's sampler (`api::admin::overview::run`) and the merge of
-//! stored knowledge bases into the running config (`api::admin::indexes::run`).
+//! console overview's sampler (`api::admin::overview::run`), the merge of
+//! stored knowledge bases into the running config (`api::admin::indexes::run`),
+//! and the plugin registry's own work (`AppState::run_registry_work`: shadow
+//! counts saved; at shutdown, the registry's follower and the shadow policy
+//! worker stopped).
 //!
 //! They are started here, once per server, after the state exists, and are
 //! stopped and joined at shutdown before the store closes, like the other
@@ -33,6 +36,9 @@ impl Background {
         let mut b = Background::new();
         b.spawn(|stop| crate::api::admin::overview::run(app.clone(), stop));
         b.spawn(|stop| crate::api::admin::indexes::run(app.clone(), stop));
+        // Saves shadow counts; at the stop, stops the plugin registry's
+        // follower and the shadow policy worker (running from the state's start).
+        b.spawn(|stop| app.clone().run_registry_work(stop));
         b
     }
 

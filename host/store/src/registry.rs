@@ -15,10 +15,16 @@
 //! (it still runs the same checks as it loads, and keeps what served before if
 //! one fails there).
 //!
+//! The registry also keeps each group's base policy, where the operator
+//! named one ([`PluginRegistry::set_group_base`]): the policy a group's
+//! policies are layered on is read with them, on every host, at every sync.
+//!
 //! Every change is announced ([`PluginRegistry::subscribe`]): in-process for
 //! redb, by `NOTIFY gatehouse_plugins` for PostgreSQL, so every host of a
 //! fleet reloads the active set when any of them publishes, activates or
 //! rolls back.
+
+use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
@@ -132,6 +138,39 @@ impl NewVersion {
     }
 }
 
+/// What one host's shadow evaluations of one shadow version came to (docs/decisions/tenant-policies.md).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ShadowCounts {
+    pub evaluated: u64,
+    pub agreed: u64,
+    pub disagreed: u64,
+    pub dropped: u64,
+    pub faults: u64,
+}
+
+impl ShadowCounts {
+    /// Both counts added, field by field (a fleet's sum).
+    pub fn plus(self, o: ShadowCounts) -> ShadowCounts {
+        ShadowCounts {
+            evaluated: self.evaluated + o.evaluated,
+            agreed: self.agreed + o.agreed,
+            disagreed: self.disagreed + o.disagreed,
+            dropped: self.dropped + o.dropped,
+            faults: self.faults + o.faults,
+        }
+    }
+}
+
+/// A host's last saved [`ShadowCounts`] of one shadow version.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct HostShadowCounts {
+    /// The host (its receipt-signing key id: one per data dir).
+    pub host: String,
+    pub counts: ShadowCounts,
+    pub saved_at: DateTime<Utc>,
+}
+
 /// A change announced to every subscriber: a counter that only grows. A
 /// subscriber re-reads the active set when it moves, so missed intermediate
 /// values lose nothing.
@@ -167,6 +206,21 @@ pub trait PluginRegistry: Send + Sync + 'static {
     /// Activate `to`, or else the highest version below the active one.
     /// `Conflict` when there is none to go back to.
     async fn rollback(&self, name: &str, to: Option<u32>) -> StoreResult<PublishedPlugin>;
+
+    /// Name `policy` as the base policy of `group`'s policies, or (`None`)
+    /// go back to the server default. Announced like every other write. The
+    /// caller checks the name (a loaded policy that is no group's).
+    async fn set_group_base(&self, group: &str, policy: Option<&str>) -> StoreResult<()>;
+
+    /// Every group's base policy where the operator named one: group id → policy name.
+    async fn group_bases(&self) -> StoreResult<BTreeMap<String, String>>;
+
+    /// Save `host`'s counts of shadow version `version` of `name`, replacing
+    /// what it saved before. Not announced: no host reloads for a count.
+    async fn save_shadow_counts(&self, host: &str, name: &str, version: u32, counts: ShadowCounts) -> StoreResult<()>;
+
+    /// Every host's last saved counts of shadow version `version` of `name`, by host.
+    async fn shadow_counts(&self, name: &str, version: u32) -> StoreResult<Vec<HostShadowCounts>>;
 
     /// Announcements of changes made by this process or (PostgreSQL) by any
     /// host; the value moves at least once after each committed change.

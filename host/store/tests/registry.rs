@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use gatehouse_store::StoreError;
-use gatehouse_store::registry::{NewVersion, PluginRegistry, PluginState, PublishedPlugin};
+use gatehouse_store::registry::{NewVersion, PluginRegistry, PluginState, PublishedPlugin, ShadowCounts};
 
 fn upload(name: &str, content: &str) -> NewVersion {
     let bytes = format!("\0asm component {content}").into_bytes();
@@ -125,6 +125,40 @@ mod cases {
         r.activate("n", 2).await.expect("activate");
         moved(&mut changes).await;
     }
+
+    pub async fn a_groups_base_policy_is_kept_replaced_cleared_and_announced(r: &dyn PluginRegistry) {
+        assert!(r.group_bases().await.expect("bases").is_empty(), "no group names one at first");
+        let mut changes = r.subscribe();
+        changes.borrow_and_update();
+        r.set_group_base("grp_a", Some("strict-floor")).await.expect("set");
+        moved(&mut changes).await;
+        r.set_group_base("grp_b", Some("internal")).await.expect("set");
+        r.set_group_base("grp_a", Some("confidential")).await.expect("replace");
+        moved(&mut changes).await;
+        let bases = r.group_bases().await.expect("bases");
+        assert_eq!(bases.get("grp_a").map(String::as_str), Some("confidential"), "{bases:?}");
+        assert_eq!(bases.get("grp_b").map(String::as_str), Some("internal"), "{bases:?}");
+        r.set_group_base("grp_a", None).await.expect("clear");
+        moved(&mut changes).await;
+        r.set_group_base("grp_never_set", None).await.expect("clearing what was never set is no error");
+        let bases = r.group_bases().await.expect("bases");
+        assert_eq!(bases.into_iter().collect::<Vec<_>>(), [("grp_b".to_owned(), "internal".to_owned())]);
+    }
+
+    pub async fn each_hosts_shadow_counts_are_kept_per_version_and_replaced(r: &dyn PluginRegistry) {
+        let counts = |evaluated: u64, faults: u64| ShadowCounts { evaluated, agreed: evaluated, disagreed: 0, dropped: 1, faults };
+        assert!(r.shadow_counts("acme", 2).await.expect("read").is_empty());
+        r.save_shadow_counts("host-b", "acme", 2, counts(7, 0)).await.expect("save");
+        r.save_shadow_counts("host-a", "acme", 2, counts(3, 1)).await.expect("save");
+        r.save_shadow_counts("host-a", "acme", 2, counts(5, 1)).await.expect("replace");
+        r.save_shadow_counts("host-a", "acme", 3, counts(9, 0)).await.expect("another version");
+        r.save_shadow_counts("host-a", "acme-other", 2, counts(11, 0)).await.expect("another name");
+        let mut rows = r.shadow_counts("acme", 2).await.expect("read");
+        rows.sort_by(|x, y| x.host.cmp(&y.host));
+        let got: Vec<(&str, ShadowCounts)> = rows.iter().map(|h| (h.host.as_str(), h.counts)).collect();
+        assert_eq!(got, [("host-a", counts(5, 1)), ("host-b", counts(7, 0))]);
+        assert_eq!(r.shadow_counts("acme", 3).await.expect("read").len(), 1);
+    }
 }
 
 macro_rules! for_each_case {
@@ -134,7 +168,9 @@ macro_rules! for_each_case {
             a_rollback_goes_to_the_previous_or_a_named_version_and_refuses_when_there_is_none,
             a_shadow_runs_beside_the_active_version_until_activated,
             a_name_stays_with_the_group_that_registered_it,
-            every_write_is_announced
+            every_write_is_announced,
+            a_groups_base_policy_is_kept_replaced_cleared_and_announced,
+            each_hosts_shadow_counts_are_kept_per_version_and_replaced
         );
     };
 }

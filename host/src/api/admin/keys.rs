@@ -292,8 +292,9 @@ async fn apply(app: &AppState, key: &mut ApiKeyRecord, o: KeyOptions) -> Result<
     // `allowedPolicies` below the current default is caught too.
     if policies_changed && let Some(p) = &key.default_policy {
         let adapters = app.chat.adapters.snapshot();
-        if let Some(problem) = crate::chat::policy_select::default_problem(adapters.as_ref(), key, p) {
-            let usable = crate::chat::policy_select::usable_names(adapters.as_ref(), key);
+        let published = app.chat.tenants.policies();
+        if let Some(problem) = crate::chat::policy_select::default_problem(adapters.as_ref(), &published, key, p) {
+            let usable = crate::chat::policy_select::usable_names(adapters.as_ref(), &published, key);
             return Err(AdminError::validation(format!(
                 "`defaultPolicy`: {problem}; choose one of the loaded policies the key may use ({}) and send it with `allowedPolicies` \
                  if you change both",

@@ -142,6 +142,14 @@ pub struct PolicyPlugin {
     hash: String,
 }
 
+impl PolicyPlugin {
+    /// A policy plugin held outside the snapshot (a shadow version, loaded
+    /// detached from the serving runtime: `chat::security::tenant`).
+    pub fn new(plugin: Arc<Plugin>, hash: String) -> PolicyPlugin {
+        PolicyPlugin { plugin, hash }
+    }
+}
+
 fn data_action(a: pc::DataAction) -> Action {
     match a {
         pc::DataAction::Allow => Action::Allow,

@@ -9,7 +9,7 @@
 //! reason, which may quote the prompt, is kept as its length only).
 
 use std::collections::VecDeque;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{SyncSender, TrySendError, sync_channel};
 use std::sync::{Arc, Mutex};
 
@@ -17,6 +17,7 @@ use serde_json::{Value, json};
 
 use super::{PolicyDecision, PolicyEngine, PolicyInput};
 use crate::chat::types::Message;
+use gatehouse_store::registry::ShadowCounts;
 
 /// Disagreements kept per shadow (the newest).
 pub const SAMPLES: usize = 50;
@@ -60,6 +61,26 @@ impl ShadowStats {
             "faults": self.faults.load(Ordering::Relaxed),
             "samples": samples,
         })
+    }
+
+    /// The counts without the sample, as they are saved (the sample stays in memory).
+    pub fn counts(&self) -> ShadowCounts {
+        ShadowCounts {
+            evaluated: self.evaluated.load(Ordering::Relaxed),
+            agreed: self.agreed.load(Ordering::Relaxed),
+            disagreed: self.disagreed.load(Ordering::Relaxed),
+            dropped: self.dropped.load(Ordering::Relaxed),
+            faults: self.faults.load(Ordering::Relaxed),
+        }
+    }
+
+    /// Go on from counts saved before (by this host, before a restart).
+    pub fn restore(&self, c: &ShadowCounts) {
+        self.evaluated.fetch_add(c.evaluated, Ordering::Relaxed);
+        self.agreed.fetch_add(c.agreed, Ordering::Relaxed);
+        self.disagreed.fetch_add(c.disagreed, Ordering::Relaxed);
+        self.dropped.fetch_add(c.dropped, Ordering::Relaxed);
+        self.faults.fetch_add(c.faults, Ordering::Relaxed);
     }
 
     fn keep(&self, sample: Value) {
@@ -127,26 +148,35 @@ struct Job {
     active: PolicyDecision,
 }
 
-/// The bounded queue and its worker thread. Dropping the queue ends the
-/// worker once the jobs in hand are done.
+/// The bounded queue and its worker thread. [`ShadowQueue::stop`] ends the
+/// worker and waits for it (server shutdown); dropping the queue ends it too,
+/// once the jobs in hand are done.
 pub struct ShadowQueue {
-    tx: SyncSender<Job>,
+    /// `None` is the stop signal.
+    tx: SyncSender<Option<Job>>,
+    stopping: Arc<AtomicBool>,
+    worker: Mutex<Option<std::thread::JoinHandle<()>>>,
 }
 
 impl ShadowQueue {
     /// A queue of `capacity` jobs and one worker thread.
     pub fn start(capacity: usize) -> std::io::Result<ShadowQueue> {
-        let (tx, rx) = sync_channel::<Job>(capacity);
-        std::thread::Builder::new().name("policy-shadow".into()).spawn(move || {
-            while let Ok(job) = rx.recv() {
-                evaluate(&job);
+        let (tx, rx) = sync_channel::<Option<Job>>(capacity);
+        let stopping = Arc::new(AtomicBool::new(false));
+        let skip = stopping.clone();
+        let worker = std::thread::Builder::new().name("policy-shadow".into()).spawn(move || {
+            while let Ok(Some(job)) = rx.recv() {
+                // Once stopping, what is still queued is dropped unevaluated.
+                if !skip.load(Ordering::Relaxed) {
+                    evaluate(&job);
+                }
             }
         })?;
-        Ok(ShadowQueue { tx })
+        Ok(ShadowQueue { tx, stopping, worker: Mutex::new(Some(worker)) })
     }
 
     /// Hand the request's policy input and active decision to the shadow;
-    /// never waits. False when the queue was full (a drop, counted).
+    /// never waits. False when the queue was full or stopped (a drop, counted).
     pub fn offer(&self, shadow: &Arc<Shadow>, input: &PolicyInput<'_>, active: &PolicyDecision) -> bool {
         self.offer_with(shadow, shadow.engine.clone(), input, active)
     }
@@ -159,13 +189,30 @@ impl ShadowQueue {
         input: &PolicyInput<'_>,
         active: &PolicyDecision,
     ) -> bool {
+        if self.stopping.load(Ordering::Relaxed) {
+            shadow.stats.dropped.fetch_add(1, Ordering::Relaxed);
+            return false;
+        }
         let job = Job { shadow: shadow.clone(), engine, input: OwnedInput::of(input), active: active.clone() };
-        match self.tx.try_send(job) {
+        match self.tx.try_send(Some(job)) {
             Ok(()) => true,
             Err(TrySendError::Full(_) | TrySendError::Disconnected(_)) => {
                 shadow.stats.dropped.fetch_add(1, Ordering::Relaxed);
                 false
             }
+        }
+    }
+
+    /// Stop the worker and wait for it: the evaluation in hand finishes
+    /// (within its plugin's call deadline), what is still queued is dropped,
+    /// later offers count as drops. Blocking; a second call returns at once.
+    pub fn stop(&self) {
+        self.stopping.store(true, Ordering::Relaxed);
+        let Some(worker) = self.worker.lock().unwrap_or_else(|p| p.into_inner()).take() else { return };
+        // Wakes the worker; skipping what is queued, it makes room for this at once.
+        let _ = self.tx.send(None);
+        if worker.join().is_err() {
+            tracing::error!("the shadow policy worker panicked");
         }
     }
 }
@@ -368,6 +415,33 @@ mod tests {
         gate.1.notify_all();
         wait_for(&shadow.stats, accepted as u64);
         assert_eq!(shadow.stats.agreed.load(Ordering::Relaxed), accepted as u64);
+    }
+
+    #[test]
+    fn stopping_ends_the_worker_skips_what_is_queued_and_refuses_later_offers() {
+        let gate = Arc::new((Mutex::new(false), Condvar::new()));
+        let q = ShadowQueue::start(8).expect("queue");
+        let shadow = Shadow::new("acme", Arc::new(Gate(gate.clone())));
+        let allow = decision(true, None);
+        for _ in 0..4 {
+            with_input("hello", |i| assert!(q.offer(&shadow, i, &allow)));
+        }
+        let opener = {
+            let gate = gate.clone();
+            std::thread::spawn(move || {
+                std::thread::sleep(Duration::from_millis(50));
+                *gate.0.lock().expect("lock") = true;
+                gate.1.notify_all();
+            })
+        };
+        // Returns only once the worker thread has ended.
+        q.stop();
+        opener.join().expect("opener");
+        let done = shadow.stats.agreed.load(Ordering::Relaxed);
+        assert!(done <= 1, "only the evaluation in hand may finish, not the queued ones: {done}");
+        assert!(!with_input("hello", |i| q.offer(&shadow, i, &allow)), "no offer is taken after the stop");
+        assert_eq!(shadow.stats.dropped.load(Ordering::Relaxed), 1);
+        q.stop();
     }
 
     #[test]

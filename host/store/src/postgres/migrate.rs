@@ -21,6 +21,7 @@ pub const MIGRATIONS: &[(i32, &str, &str)] = &[
     (5, "plugin_registry", include_str!("migrations/0005_plugin_registry.sql")),
     (6, "receipt_keys", include_str!("migrations/0006_receipt_keys.sql")),
     (7, "import_and_limits", include_str!("migrations/0007_import_and_limits.sql")),
+    (8, "group_base_policies", include_str!("migrations/0008_group_base_policies.sql")),
 ];
 
 /// The newest schema version this binary knows.

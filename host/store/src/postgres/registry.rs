@@ -3,8 +3,12 @@
 //! takes a transaction-scoped advisory lock on the name (two hosts
 //! publishing one name number their versions one after the other) and ends
 //! with `NOTIFY gatehouse_plugins`, delivered at commit to every host's
-//! listener ([`listen`]), which moves its [`Changes`] counter.
+//! listener ([`listen`]), which moves its [`Changes`] counter. Groups' base
+//! policies are rows of `group_base_policies` (migration 8), written the same way;
+//! each host's shadow counts are rows of `shadow_counts` (same migration),
+//! written without a NOTIFY.
 
+use std::collections::BTreeMap;
 use std::time::Duration;
 
 use async_trait::async_trait;
@@ -12,7 +16,7 @@ use tokio_postgres::{NoTls, Transaction};
 use tokio_postgres_rustls::MakeRustlsConnect;
 
 use super::{PgStore, db_error, decode, encode};
-use crate::registry::{Changes, NewVersion, PluginRegistry, PluginState, PublishedPlugin, plan};
+use crate::registry::{Changes, HostShadowCounts, NewVersion, PluginRegistry, PluginState, PublishedPlugin, ShadowCounts, plan};
 use crate::{StoreError, StoreResult};
 
 /// NOTIFY channel of registry writes.
@@ -131,6 +135,55 @@ impl PluginRegistry for PgStore {
             plan::activate(e, name, target)
         })
         .await
+    }
+
+    async fn set_group_base(&self, group: &str, policy: Option<&str>) -> StoreResult<()> {
+        self.in_txn(async |txn| {
+            match policy {
+                Some(p) => txn
+                    .execute(
+                        "INSERT INTO group_base_policies (group_id, policy) VALUES ($1, $2) \
+                         ON CONFLICT (group_id) DO UPDATE SET policy = EXCLUDED.policy, set_at = now()",
+                        &[&group, &p],
+                    )
+                    .await
+                    .map_err(db_error)?,
+                None => txn.execute("DELETE FROM group_base_policies WHERE group_id = $1", &[&group]).await.map_err(db_error)?,
+            };
+            notify(txn).await
+        })
+        .await
+    }
+
+    async fn group_bases(&self) -> StoreResult<BTreeMap<String, String>> {
+        let client = self.client().await?;
+        let rows = client.query("SELECT group_id, policy FROM group_base_policies", &[]).await.map_err(db_error)?;
+        Ok(rows.iter().map(|r| (r.get(0), r.get(1))).collect())
+    }
+
+    async fn save_shadow_counts(&self, host: &str, name: &str, version: u32, counts: ShadowCounts) -> StoreResult<()> {
+        let client = self.client().await?;
+        client
+            .execute(
+                "INSERT INTO shadow_counts (name, version, host, counts) VALUES ($1, $2, $3, $4) \
+                 ON CONFLICT (name, version, host) DO UPDATE SET counts = EXCLUDED.counts, saved_at = now()",
+                &[&name, &(version as i32), &host, &encode(&counts)?],
+            )
+            .await
+            .map_err(db_error)?;
+        Ok(())
+    }
+
+    async fn shadow_counts(&self, name: &str, version: u32) -> StoreResult<Vec<HostShadowCounts>> {
+        let client = self.client().await?;
+        let rows = client
+            .query(
+                "SELECT host, counts, saved_at FROM shadow_counts WHERE name = $1 AND version = $2 ORDER BY host",
+                &[&name, &(version as i32)],
+            )
+            .await
+            .map_err(db_error)?;
+        rows.iter().map(|r| Ok(HostShadowCounts { host: r.get(0), counts: decode(r.get(1))?, saved_at: r.get(2) })).collect()
     }
 
     fn subscribe(&self) -> Changes {

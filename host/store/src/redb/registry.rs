@@ -2,10 +2,14 @@
 //! own (see `crate::registry` for why), with two tables:
 //! * `plugin_versions`: (name, version) → [`PublishedPlugin`] (JSON)
 //! * `plugin_components`: (name, version) → component bytes
+//! * `group_base_policies`: group id → the name of its base policy
+//! * `shadow_counts`: (name, version, host) → that host's last saved
+//!   [`HostShadowCounts`] (JSON); written without an announcement
 //!
 //! Each write is one redb transaction committed with fsync; changes are
 //! announced in-process (one host owns a redb file).
 
+use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 
@@ -14,13 +18,15 @@ use redb::{Database, ReadableDatabase, ReadableTable, TableDefinition, WriteTran
 
 use super::{backend, decode, encode};
 use crate::StoreResult;
-use crate::registry::{Changes, NewVersion, PluginRegistry, PublishedPlugin, plan};
+use crate::registry::{Changes, HostShadowCounts, NewVersion, PluginRegistry, PublishedPlugin, ShadowCounts, plan};
 
 /// File name of the registry inside the data dir.
 pub const REGISTRY_FILE: &str = "plugins.redb";
 
 const VERSIONS: TableDefinition<(&str, u32), &[u8]> = TableDefinition::new("plugin_versions");
 const COMPONENTS: TableDefinition<(&str, u32), &[u8]> = TableDefinition::new("plugin_components");
+const GROUP_BASES: TableDefinition<&str, &str> = TableDefinition::new("group_base_policies");
+const SHADOW_COUNTS: TableDefinition<(&str, u32, &str), &[u8]> = TableDefinition::new("shadow_counts");
 
 /// redb-backed plugin registry.
 pub struct RedbRegistry {
@@ -38,6 +44,8 @@ impl RedbRegistry {
         // Opening a table in a write transaction creates it.
         txn.open_table(VERSIONS)?;
         txn.open_table(COMPONENTS)?;
+        txn.open_table(GROUP_BASES)?;
+        txn.open_table(SHADOW_COUNTS)?;
         txn.commit()?;
         Ok(RedbRegistry { db: Arc::new(db), changes: tokio::sync::watch::channel(0).0 })
     }
@@ -49,16 +57,23 @@ impl RedbRegistry {
 
     /// Run `f` in a write transaction, commit, and announce the change.
     async fn write<T: Send + 'static>(&self, f: impl FnOnce(&WriteTransaction) -> StoreResult<T> + Send + 'static) -> StoreResult<T> {
-        let out = self
-            .blocking(move |db| {
-                let txn = db.begin_write().map_err(backend)?;
-                let out = f(&txn)?;
-                txn.commit().map_err(backend)?;
-                Ok(out)
-            })
-            .await?;
+        let out = self.write_quietly(f).await?;
         self.changes.send_modify(|n| *n += 1);
         Ok(out)
+    }
+
+    /// Run `f` in a write transaction and commit, without an announcement.
+    async fn write_quietly<T: Send + 'static>(
+        &self,
+        f: impl FnOnce(&WriteTransaction) -> StoreResult<T> + Send + 'static,
+    ) -> StoreResult<T> {
+        self.blocking(move |db| {
+            let txn = db.begin_write().map_err(backend)?;
+            let out = f(&txn)?;
+            txn.commit().map_err(backend)?;
+            Ok(out)
+        })
+        .await
     }
 }
 
@@ -159,6 +174,63 @@ impl PluginRegistry for RedbRegistry {
                 let target = plan::rollback_target(e, &name, to)?;
                 plan::activate(e, &name, target)
             })
+        })
+        .await
+    }
+
+    async fn set_group_base(&self, group: &str, policy: Option<&str>) -> StoreResult<()> {
+        let (group, policy) = (group.to_owned(), policy.map(str::to_owned));
+        self.write(move |txn| {
+            let mut t = txn.open_table(GROUP_BASES).map_err(backend)?;
+            match &policy {
+                Some(p) => t.insert(group.as_str(), p.as_str()).map_err(backend)?,
+                None => t.remove(group.as_str()).map_err(backend)?,
+            };
+            Ok(())
+        })
+        .await
+    }
+
+    async fn group_bases(&self) -> StoreResult<BTreeMap<String, String>> {
+        self.blocking(|db| {
+            let txn = db.begin_read().map_err(backend)?;
+            let t = txn.open_table(GROUP_BASES).map_err(backend)?;
+            let mut out = BTreeMap::new();
+            for item in t.iter().map_err(backend)? {
+                let (k, v) = item.map_err(backend)?;
+                out.insert(k.value().to_owned(), v.value().to_owned());
+            }
+            Ok(out)
+        })
+        .await
+    }
+
+    async fn save_shadow_counts(&self, host: &str, name: &str, version: u32, counts: ShadowCounts) -> StoreResult<()> {
+        let row = HostShadowCounts { host: host.to_owned(), counts, saved_at: chrono::Utc::now() };
+        let name = name.to_owned();
+        self.write_quietly(move |txn| {
+            let mut t = txn.open_table(SHADOW_COUNTS).map_err(backend)?;
+            t.insert((name.as_str(), version, row.host.as_str()), encode(&row)?.as_slice()).map_err(backend)?;
+            Ok(())
+        })
+        .await
+    }
+
+    async fn shadow_counts(&self, name: &str, version: u32) -> StoreResult<Vec<HostShadowCounts>> {
+        let name = name.to_owned();
+        self.blocking(move |db| {
+            let txn = db.begin_read().map_err(backend)?;
+            let t = txn.open_table(SHADOW_COUNTS).map_err(backend)?;
+            let mut out = Vec::new();
+            for item in t.range((name.as_str(), version, "")..).map_err(backend)? {
+                let (k, v) = item.map_err(backend)?;
+                let (n, ver, _) = k.value();
+                if n != name || ver != version {
+                    break;
+                }
+                out.push(decode(v.value())?);
+            }
+            Ok(out)
         })
         .await
     }

@@ -11,21 +11,26 @@
 //! `tenant_policy_publish`, `…_shadow`, `…_activate`, `…_rollback`) with the
 //! group, the version, the component's SHA-256 and the policy hash that
 //! `smltp_policy_hash` reports for it.
+//!
+//! An admin (never the tenant admin) names the base policy a group's
+//! policies are layered on (`PUT …/base-policy`): an operator's policy loaded
+//! here, not a group's; without one the base is `policies.default`.
 
 use axum::Json;
 use axum::body::Bytes;
 use axum::extract::{Path, Query, State};
 use axum::http::StatusCode;
+use serde::Deserialize;
 use serde_json::{Value, json};
 
 use super::registry::{CHECKS, PublishParams, VersionBody, audit, on_this_host, registry, sync_here, version_body};
 use crate::api::admin::ok;
 use crate::api::schema::{JsonObject, Success};
 use crate::app::AppState;
-use crate::auth::{AdminOrTenant, AuthContext};
+use crate::auth::{Admin, AdminOrTenant, AuthContext};
 use crate::error::{AdminError, NestedError};
 use gatehouse_plugin_host::{Kind, Source};
-use gatehouse_store::registry::{NewVersion, PluginState, PublishedPlugin};
+use gatehouse_store::registry::{HostShadowCounts, NewVersion, PluginState, PublishedPlugin, ShadowCounts};
 
 /// The group the caller may administer, which must exist: 403 for a tenant
 /// admin of another group, 404 for an unknown group.
@@ -203,7 +208,7 @@ fn step_fields(app: &AppState, step: &str, group: &str, p: &PublishedPlugin) -> 
 #[utoipa::path(
     get, path = "/api/admin/groups/{id}/policies", tag = "admin", params(("id" = String, Path, description = "`grp_…`")),
     responses(
-        (status = 200, description = "The group's policies: `{basePolicy, policies: [{name, active, shadow}]}`, `active` and `shadow` the versions in those states (with `policyHash`) or null; `basePolicy` is the policy each is layered on", body = Success<JsonObject>),
+        (status = 200, description = "The group's policies: `{groupId, basePolicy, basePolicySource, policies: [{name, active, shadow}]}`, `active` and `shadow` the versions in those states (with `policyHash`) or null; `basePolicy` is the policy each is layered on, `basePolicySource` `group` (an admin named it: `PUT …/base-policy`) or `default` (`policies.default`)", body = Success<JsonObject>),
         (status = 403, description = "Neither an admin key nor this group's tenant admin key", body = NestedError),
         (status = 404, description = "No such group", body = NestedError),
     )
@@ -222,7 +227,90 @@ pub async fn list(
         .into_iter()
         .map(|n| json!({"name": n, "active": in_state(n, PluginState::Active), "shadow": in_state(n, PluginState::Shadow)}))
         .collect();
-    Ok(ok(json!({"basePolicy": app.config().policies.default, "policies": policies})))
+    let mut out = base_view(&app, &id);
+    out["policies"] = json!(policies);
+    Ok(ok(out))
+}
+
+/// A group's base policy as the API shows it: `{groupId, basePolicy, basePolicySource}`,
+/// the source `group` (an admin named it) or `default` (`policies.default`).
+fn base_view(app: &AppState, id: &str) -> Value {
+    let published = app.chat.tenants.policies();
+    let default = app.config().policies.default.clone();
+    let source = if published.bases.contains_key(id) { "group" } else { "default" };
+    json!({"groupId": id, "basePolicy": published.base_of(id, &default), "basePolicySource": source})
+}
+
+/// Why `name` cannot be a group's base: a group's policy (a tenant policy
+/// never runs alone, nor under another's), or no policy of that name is
+/// loaded here. The message names the policies that could be.
+fn base_problem(app: &AppState, name: &str) -> Option<String> {
+    let published = app.chat.tenants.policies();
+    let snapshot = app.plugins.snapshot();
+    let candidates = || -> String {
+        let names: Vec<String> = snapshot.names_of(Kind::Policy).into_iter().filter(|n| published.owner(n).is_none()).collect();
+        if names.is_empty() { "none".to_owned() } else { names.join(", ") }
+    };
+    if published.owner(name).is_some() {
+        return Some(format!("{name} is a group's policy; a base is one of the operator's policies ({})", candidates()));
+    }
+    if snapshot.of_kind(name, Kind::Policy).is_none() {
+        return Some(format!("no policy {name} is loaded; name one of the operator's policies ({})", candidates()));
+    }
+    None
+}
+
+/// The body of `PUT /api/admin/groups/{id}/base-policy`.
+#[derive(Debug, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+pub struct BaseBody {
+    /// The operator's policy the group's policies are layered on; `null` (or
+    /// absent) goes back to the server default, `policies.default`.
+    pub base_policy: Option<String>,
+}
+
+/// `PUT /api/admin/groups/{id}/base-policy`.
+#[utoipa::path(
+    put, path = "/api/admin/groups/{id}/base-policy", tag = "admin",
+    params(("id" = String, Path, description = "`grp_…`")),
+    request_body = BaseBody,
+    responses(
+        (status = 200, description = "The group's base policy now: `{groupId, basePolicy, basePolicySource}`, the source `group` (named here) or `default` (`policies.default`); every host layers the group's policies on it from its next registry sync", body = Success<JsonObject>),
+        (status = 400, description = "Not a policy loaded on this host, or a group's policy (`VALIDATION_ERROR`, naming it); or a malformed body", body = NestedError),
+        (status = 403, description = "Not an admin key (a tenant admin does not choose its own base)", body = NestedError),
+        (status = 404, description = "No such group", body = NestedError),
+        (status = 503, description = "No plugin registry on this host", body = NestedError),
+    )
+)]
+pub async fn set_base(
+    State(app): State<AppState>,
+    Admin(ctx): Admin,
+    Path(id): Path<String>,
+    body: Bytes,
+) -> Result<Json<Value>, AdminError> {
+    group(&app, &ctx, &id).await?;
+    let sync = registry(&app)?.clone();
+    let body: BaseBody = serde_json::from_slice(&body).map_err(|e| {
+        AdminError::validation(format!(
+            "invalid body: {e}; send {{\"basePolicy\": \"<policy>\"}}, or {{\"basePolicy\": null}} for the server default"
+        ))
+    })?;
+    let endpoint = format!("PUT /api/admin/groups/{id}/base-policy");
+    if let Some(name) = &body.base_policy
+        && let Some(why) = base_problem(&app, name)
+    {
+        let fields =
+            [("operation", json!("tenant_policy_base")), ("groupId", json!(id)), ("basePolicy", json!(name)), ("error", json!(why))];
+        audit(&app, &ctx, &endpoint, format!("Base policy of group {id} refused: {why}"), &fields, true).await;
+        return Err(AdminError::validation(format!("`basePolicy`: {why}")));
+    }
+    sync.registry.set_group_base(&id, body.base_policy.as_deref()).await?;
+    let default = app.config().policies.default.clone();
+    let now = body.base_policy.clone().unwrap_or(default);
+    let fields = [("operation", json!("tenant_policy_base")), ("groupId", json!(id)), ("basePolicy", json!(now))];
+    audit(&app, &ctx, &endpoint, format!("Base policy of group {id} set to {now}"), &fields, false).await;
+    sync_here(&app).await;
+    Ok(ok(base_view(&app, &id)))
 }
 
 /// `GET /api/admin/groups/{id}/policies/{name}/versions`.
@@ -335,7 +423,7 @@ async fn changed(app: &AppState, ctx: &AuthContext, step: &str, group: &str, p: 
     get, path = "/api/admin/groups/{id}/policies/{name}/shadow", tag = "admin",
     params(("id" = String, Path, description = "`grp_…`"), ("name" = String, Path, description = "The policy's name")),
     responses(
-        (status = 200, description = "What the shadow version did on this host since it was loaded here: `{version, sha256, evaluated, agreed, disagreed, dropped, faults, samples: [{at, keyId, fields, active, shadow}]}` (a sample holds the decisions' fields, a refusal reason as its length `reasonChars`, never request text)", body = Success<JsonObject>),
+        (status = 200, description = "What the shadow version did: on this host `{version, sha256, evaluated, agreed, disagreed, dropped, faults, samples: [{at, keyId, fields, active, shadow}]}` (counts kept across restarts; a sample holds the decisions' fields, a refusal reason as its length `reasonChars`, never request text, and only this host's since it started); per host `hosts: [{host, thisHost, counts, savedAt}]` (other hosts' as they last saved them) and their sum `fleet: {evaluated, agreed, disagreed, dropped, faults}`", body = Success<JsonObject>),
         (status = 403, description = "Neither an admin key nor this group's tenant admin key", body = NestedError),
         (status = 404, description = "No such group or policy, or no shadow version runs on this host", body = NestedError),
     )
@@ -347,11 +435,51 @@ pub async fn shadow_stats(
 ) -> Result<Json<Value>, AdminError> {
     group(&app, &ctx, &id).await?;
     own_versions(&app, &id, &name).await?;
-    let Some((version, sha256, shadow)) = crate::chat::security::tenant::shadow_of(&name, &app.config) else {
+    let Some((version, sha256, shadow)) = app.chat.tenants.shadow_of(&name) else {
         return Err(AdminError::not_found(format!("no shadow version of {name} has run on this host; shadow one with …/shadow")));
     };
     let mut v = shadow.stats.view();
     v["version"] = json!(version);
     v["sha256"] = json!(sha256);
+    let saved = registry(&app)?.registry.shadow_counts(&name, version).await?;
+    let (hosts, fleet) = fleet_view(app.receipts.key_id(), shadow.stats.counts(), &saved);
+    v["hosts"] = hosts;
+    v["fleet"] = json!(fleet);
     Ok(ok(v))
+}
+
+/// One shadow version across the fleet: this host's live counts, every other
+/// host's last saved ones (each saves every few seconds and at shutdown), and
+/// their sum. This host's own saved row is what it restarts from, never added.
+fn fleet_view(me: &str, live: ShadowCounts, saved: &[HostShadowCounts]) -> (Value, ShadowCounts) {
+    let mine = saved.iter().find(|h| h.host == me).map(|h| h.saved_at);
+    let mut hosts = vec![json!({"host": me, "thisHost": true, "counts": live, "savedAt": mine})];
+    let mut sum = live;
+    for h in saved.iter().filter(|h| h.host != me) {
+        sum = sum.plus(h.counts);
+        hosts.push(json!({"host": h.host, "thisHost": false, "counts": h.counts, "savedAt": h.saved_at}));
+    }
+    (json!(hosts), sum)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_fleet_sums_this_hosts_live_counts_and_the_other_hosts_saved_ones() {
+        let c = |evaluated, faults| ShadowCounts { evaluated, agreed: evaluated, disagreed: 0, dropped: 0, faults };
+        let at = chrono::Utc::now();
+        let saved = [
+            HostShadowCounts { host: "me".into(), counts: c(4, 0), saved_at: at },
+            HostShadowCounts { host: "other".into(), counts: c(10, 2), saved_at: at },
+        ];
+        let (hosts, fleet) = fleet_view("me", c(6, 1), &saved);
+        assert_eq!(fleet, c(16, 3), "this host's saved 4 is part of its live 6, not added again");
+        assert_eq!(hosts[0]["thisHost"], true);
+        assert_eq!(hosts[0]["counts"]["evaluated"], 6);
+        assert_eq!((hosts[1]["host"].as_str(), hosts[1]["counts"]["faults"].as_u64()), (Some("other"), Some(2)));
+        let (hosts, fleet) = fleet_view("me", c(1, 0), &[]);
+        assert_eq!((fleet, hosts[0]["savedAt"].clone()), (c(1, 0), Value::Null), "never saved yet");
+    }
 }
