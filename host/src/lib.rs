@@ -23,5 +23,6 @@ pub mod plugin_registry;
 pub mod reload;
 pub mod request_id;
 pub mod server;
+pub mod shutdown;
 pub mod time;
 pub mod webhooks;

@@ -13,6 +13,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use crate::shutdown::stopped;
 use arc_swap::ArcSwap;
 use gatehouse_plugin_host::{Plugin, PluginRuntime};
 use gatehouse_store::registry::{PluginRegistry, PluginState, PublishedPlugin, ShadowCounts};
@@ -227,11 +228,6 @@ impl RegistrySync {
         self.policies.store(Arc::new(PublishedPolicies { groups, bases, shadows, refused_shadows }));
         Ok(())
     }
-}
-
-/// Wait until `stop` says true (or its sender is gone).
-async fn stopped(stop: &mut tokio::sync::watch::Receiver<bool>) {
-    let _ = stop.wait_for(|s| *s).await;
 }
 
 #[cfg(test)]

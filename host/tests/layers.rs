@@ -29,7 +29,7 @@ const LAYERS: &[(&str, &[&str])] = &[
     ("state", &["app"]),
     ("domain", &["chat", "webhooks"]),
     ("access", &["auth"]),
-    ("foundation", &["error", "time", "request_id", "config", "metrics", "logging", "net", "plugin_audit", "plugin_registry"]),
+    ("foundation", &["error", "time", "request_id", "shutdown", "config", "metrics", "logging", "net", "plugin_audit", "plugin_registry"]),
 ];
 
 /// Modules of one layer that may not use each other.

@@ -69,7 +69,7 @@ impl AppState {
         loop {
             tokio::select! {
                 () = tokio::time::sleep(SAVE_SHADOW_COUNTS) => self.save_shadow_counts().await,
-                () = async { let _ = stop.wait_for(|s| *s).await; } => break,
+                () = crate::shutdown::stopped(&mut stop) => break,
             }
         }
         let tenants = self.chat.tenants.clone();

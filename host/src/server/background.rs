@@ -78,14 +78,10 @@ impl Background {
     }
 }
 
-/// Wait until `stop` says true (or its sender is gone).
-pub async fn stopped(stop: &mut watch::Receiver<bool>) {
-    let _ = stop.wait_for(|s| *s).await;
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::shutdown::stopped;
 
     /// A loop like the server's: a long wait for its next round, raced with the stop signal.
     async fn looping(mut stop: watch::Receiver<bool>, rounds: std::sync::Arc<std::sync::atomic::AtomicU32>) {

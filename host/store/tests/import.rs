@@ -18,7 +18,7 @@ use gatehouse_store::receipts::{Receipt, Signer25519};
 use gatehouse_store::records::{IdempotencyRecord, IdempotencyState, OutboxEvent, RequestOutcome, UsageDelta};
 use gatehouse_store::redb::RedbStore;
 use gatehouse_store::redb::registry::RedbRegistry;
-use gatehouse_store::registry::{NewVersion, PluginRegistry, PluginState};
+use gatehouse_store::registry::{NewVersion, PluginRegistry, PluginState, ShadowCounts};
 use gatehouse_store::usage_ledger::LedgerFilter;
 use gatehouse_store::webhooks::{Delivery, DeliveryStatus, Endpoint, StoredSecret, WebhookStore, delivery_id};
 use gatehouse_store::{KeyHash, Store};
@@ -197,6 +197,9 @@ async fn fill(dir: &Path) {
             .await
             .expect("publish");
     }
+    registry.set_group_base("grp_a", Some("internal")).await.expect("a group's base policy");
+    let counts = ShadowCounts { evaluated: 5, agreed: 3, disagreed: 2, dropped: 1, faults: 0 };
+    registry.save_shadow_counts("host_a", "deny-words", 2, counts).await.expect("a host's shadow counts");
 }
 
 /// Every row the import copied, read back through the PostgreSQL store, equals what redb serves.
@@ -273,6 +276,14 @@ async fn a_single_hosts_store_moves_into_postgres_whole_and_verified(pg: &TempPo
     assert_eq!(kbs, source.knowledge_bases().expect("kb").list_knowledge_bases().await.expect("kb"));
     assert_eq!(fleet.versions("deny-words").await.expect("versions"), source_registry.versions("deny-words").await.expect("versions"));
     assert_eq!(fleet.component("deny-words", 2).await.expect("bytes"), Some(b"\0asm component 2".to_vec()));
+    assert_eq!(fleet.group_bases().await.expect("bases"), source_registry.group_bases().await.expect("bases"));
+    let (moved, kept) = (
+        fleet.shadow_counts("deny-words", 2).await.expect("counts"),
+        source_registry.shadow_counts("deny-words", 2).await.expect("counts"),
+    );
+    assert_eq!(moved.len(), 1, "{moved:?}");
+    assert_eq!((&moved[0].host, moved[0].counts), (&kept[0].host, kept[0].counts));
+    assert!((moved[0].saved_at - kept[0].saved_at).num_microseconds().is_some_and(|d| d.abs() <= 1), "saved_at kept to the microsecond");
 
     // The fleet goes on from there: a new record links to the imported head, events number after the host's.
     fleet.append_audit(vec![entry("after the import")]).await.expect("append");

@@ -114,7 +114,7 @@ pub async fn run(app: AppState, mut stop: tokio::sync::watch::Receiver<bool>) {
         };
         let merged = tokio::select! {
             r = round => r,
-            _ = stop.wait_for(|stopped| *stopped) => return,
+            () = crate::shutdown::stopped(&mut stop) => return,
         };
         if let Err(e) = merged {
             tracing::warn!(error = %e.message, "merging the stored knowledge bases failed; retrying");

@@ -134,7 +134,7 @@ pub async fn run(app: AppState, mut stop: tokio::sync::watch::Receiver<bool>) {
         };
         let r = tokio::select! {
             r = reading => r,
-            _ = stop.wait_for(|stopped| *stopped) => return,
+            () = crate::shutdown::stopped(&mut stop) => return,
         };
         let mut readings = app.overview.readings.lock().unwrap_or_else(|p| p.into_inner());
         if readings.len() == KEPT {

@@ -31,6 +31,8 @@ const KNOWLEDGE_BASES: TableDefinition<&str, &[u8]> = TableDefinition::new("know
 const USAGE_LEDGER: TableDefinition<(u64, u64), &[u8]> = TableDefinition::new("usage_ledger");
 const PLUGIN_VERSIONS: TableDefinition<(&str, u32), &[u8]> = TableDefinition::new("plugin_versions");
 const PLUGIN_COMPONENTS: TableDefinition<(&str, u32), &[u8]> = TableDefinition::new("plugin_components");
+const GROUP_BASES: TableDefinition<&str, &str> = TableDefinition::new("group_base_policies");
+const SHADOW_COUNTS: TableDefinition<(&str, u32, &str), &[u8]> = TableDefinition::new("shadow_counts");
 
 pub struct UserRow {
     pub id: String,
@@ -109,6 +111,15 @@ pub struct PluginRow {
     pub component: Vec<u8>,
 }
 
+pub struct ShadowCountRow {
+    pub name: String,
+    pub version: i32,
+    pub host: String,
+    /// The counts as JSON text, as the PostgreSQL registry keeps them.
+    pub counts: String,
+    pub saved_at: DateTime<Utc>,
+}
+
 /// Everything the import writes, read from one snapshot of the data dir.
 #[derive(Default)]
 pub struct Snapshot {
@@ -137,6 +148,10 @@ pub struct Snapshot {
     /// (name, definition).
     pub knowledge_bases: Vec<(String, String)>,
     pub plugins: Vec<PluginRow>,
+    /// (group id, its base policy's name).
+    pub group_bases: Vec<(String, String)>,
+    /// Each host's last saved counts of a shadow version.
+    pub shadow_counts: Vec<ShadowCountRow>,
     /// The host's receipt-signing public key, if it ever signed one.
     pub receipt_key: Option<PublishedKey>,
 }
@@ -432,6 +447,26 @@ impl Snapshot {
             other => anyhow::anyhow!("cannot open {}: {other}", path.display()),
         })?;
         let txn = db.begin_read()?;
+        if let Some(bases) = table(&txn, GROUP_BASES)? {
+            for item in bases.iter().map_err(fail("group base policies"))? {
+                let (group, policy) = item.map_err(fail("group base policies"))?;
+                self.group_bases.push((group.value().to_owned(), policy.value().to_owned()));
+            }
+        }
+        if let Some(counts) = table(&txn, SHADOW_COUNTS)? {
+            for item in counts.iter().map_err(fail("shadow counts"))? {
+                let (k, v) = item.map_err(fail("shadow counts"))?;
+                let (name, version, host) = k.value();
+                let row: crate::registry::HostShadowCounts = json(v.value(), "shadow counts")?;
+                self.shadow_counts.push(ShadowCountRow {
+                    name: name.to_owned(),
+                    version: i32::try_from(version).map_err(|_| anyhow::anyhow!("shadow of {name}: version {version} too large"))?,
+                    host: host.to_owned(),
+                    counts: serde_json::to_string(&row.counts)?,
+                    saved_at: row.saved_at,
+                });
+            }
+        }
         let (Some(versions), Some(components)) = (table(&txn, PLUGIN_VERSIONS)?, table(&txn, PLUGIN_COMPONENTS)?) else {
             return Ok(());
         };

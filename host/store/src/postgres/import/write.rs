@@ -27,6 +27,8 @@ const STATE_TABLES: &[&str] = &[
     "webhook_deliveries",
     "knowledge_bases",
     "plugin_versions",
+    "group_base_policies",
+    "shadow_counts",
 ];
 
 /// Refuse a database that holds anything: an import into a fleet that has
@@ -223,5 +225,15 @@ pub async fn copy(txn: &Transaction<'_>, s: &Snapshot) -> anyhow::Result<Vec<(&'
         txn.execute(&st, &[&p.name, &p.version, &p.state, &p.record, &p.component]).await?;
     }
     count("plugin_versions", s.plugins.len());
+    let st = txn.prepare("INSERT INTO group_base_policies (group_id, policy) VALUES ($1, $2)").await?;
+    for (group, policy) in &s.group_bases {
+        txn.execute(&st, &[group, policy]).await?;
+    }
+    count("group_base_policies", s.group_bases.len());
+    let st = txn.prepare("INSERT INTO shadow_counts (name, version, host, counts, saved_at) VALUES ($1, $2, $3, $4, $5)").await?;
+    for c in &s.shadow_counts {
+        txn.execute(&st, &[&c.name, &c.version, &c.host, &c.counts, &c.saved_at]).await?;
+    }
+    count("shadow_counts", s.shadow_counts.len());
     Ok(done)
 }
