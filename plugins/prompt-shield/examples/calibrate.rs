@@ -13,6 +13,9 @@
 //! validation FPR (for `detect::default_thresholds`) and the benign flag rate
 //! per length bucket there.
 
+#[path = "common/heldout.rs"]
+mod heldout;
+
 use prompt_shield::calibrate::{self, FEATURES};
 use prompt_shield::detect;
 use prompt_shield::features::fnv64;
@@ -28,18 +31,13 @@ struct Item {
 }
 
 fn load(split: &str) -> Vec<Item> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("eval/heldout");
-    let mut out = Vec::new();
-    for f in ["attacks.jsonl", "benign.jsonl"] {
-        for line in std::fs::read_to_string(dir.join(f)).expect("held-out file").lines().filter(|l| !l.trim().is_empty()) {
-            let v: serde_json::Value = serde_json::from_str(line).expect("json");
-            if v["split"].as_str() != Some(split) {
-                continue;
-            }
+    heldout::rows(split)
+        .iter()
+        .map(|v| {
             let text = v["text"].as_str().unwrap_or_default();
             let a = detect::assess(text);
             let chars = text.chars().count();
-            out.push(Item {
+            Item {
                 label: v["label"].as_i64() == Some(1),
                 group: v["group"].as_str().unwrap_or_default().to_owned(),
                 chars,
@@ -47,10 +45,9 @@ fn load(split: &str) -> Vec<Item> {
                 raw: f64::from(a.logit),
                 x: calibrate::features(&a, chars).map(f64::from),
                 score: calibrate::score(&a, chars),
-            });
-        }
-    }
-    out
+            }
+        })
+        .collect()
 }
 
 const L2: f64 = 1.0;

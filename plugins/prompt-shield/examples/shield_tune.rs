@@ -9,6 +9,9 @@
 //! length bucket and on documents: a rule whose rate rises with length is the
 //! one issue 31 replaces.
 
+#[path = "common/heldout.rs"]
+mod heldout;
+
 use prompt_shield::model::{self, Parts};
 use prompt_shield::{decode, features, normalize};
 
@@ -23,14 +26,9 @@ struct Item {
 }
 
 fn load(split: &str) -> Vec<Item> {
-    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("eval/heldout");
-    let mut out = Vec::new();
-    for f in ["attacks.jsonl", "benign.jsonl"] {
-        for line in std::fs::read_to_string(dir.join(f)).expect("held-out file").lines().filter(|l| !l.trim().is_empty()) {
-            let v: serde_json::Value = serde_json::from_str(line).expect("json");
-            if v["split"].as_str() != Some(split) {
-                continue;
-            }
+    heldout::rows(split)
+        .iter()
+        .map(|v| {
             let text = v["text"].as_str().unwrap_or_default();
             let mut texts = vec![text.to_owned()];
             texts.extend(decode::payloads(text));
@@ -42,17 +40,16 @@ fn load(split: &str) -> Vec<Item> {
                     model::parts(&n, &h)
                 })
                 .collect();
-            out.push(Item {
+            Item {
                 score: prompt_shield::detect::assess(text).score,
                 label: v["label"].as_i64() == Some(1),
                 kind: v["kind"].as_str().unwrap_or("?").into(),
                 slice: v["slice"].as_str().unwrap_or("?").into(),
                 chars: text.chars().count(),
                 parts,
-            });
-        }
-    }
-    out
+            }
+        })
+        .collect()
 }
 
 /// How the discount grows with the number of windows `k`.
