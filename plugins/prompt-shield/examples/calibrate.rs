@@ -1,7 +1,7 @@
 //! Fits and measures the calibration of user input (`src/calibrate.rs`) on
 //! the held-out **validation** split (never the test split).
 //!
-//! `cargo run --release -p prompt-shield --example calibrate [-- --fit]`
+//! `cargo run --release -p prompt-shield --example calibrate [-- --fit | --dump FILE]`
 //!
 //! `--fit` fits the calibration's weights (a logistic regression, Newton's
 //! method; L2 1.0 on all but the intercept, benign texts weighted 3) on the
@@ -11,7 +11,9 @@
 //! four, scored on the fifth, against the model's own score. Without `--fit`
 //! it prints, for the committed weights, the threshold and recall at each
 //! validation FPR (for `detect::default_thresholds`) and the benign flag rate
-//! per length bucket there.
+//! per length bucket there. `--dump FILE` writes every validation row's
+//! calibration inputs (`x`), label, group, slice, kind and text as JSON lines,
+//! for measuring another input outside Rust (`eval/tools/second_scorer_oof.py`).
 
 #[path = "common/heldout.rs"]
 mod heldout;
@@ -135,6 +137,18 @@ const FPRS: [f64; 6] = [0.005, 0.01, 0.015, 0.02, 0.03, 0.05];
 fn main() {
     let fit_mode = std::env::args().any(|a| a == "--fit");
     let items = load("validation");
+    if let Some(i) = std::env::args().position(|a| a == "--dump") {
+        // The rows in `load`'s order, so each item meets its own text.
+        let path = std::env::args().nth(i + 1).expect("--dump FILE");
+        let rows = heldout::rows("validation");
+        let mut out = String::new();
+        for (it, v) in items.iter().zip(&rows) {
+            out.push_str(&serde_json::json!({"label": it.label, "group": it.group, "slice": it.slice, "x": it.x, "text": v["text"], "kind": v["kind"]}).to_string());
+            out.push('\n');
+        }
+        std::fs::write(path, out).expect("write");
+        return;
+    }
     let (na, nb) = (items.iter().filter(|i| i.label).count(), items.iter().filter(|i| !i.label).count());
     println!("validation split: {na} attacks, {nb} benign");
     if fit_mode {
