@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Where a profile's samples go, in exclusive buckets that add up to 100 %.
 
-    python3 tests/bench/perf_buckets.py PERF_DATA
+    python3 tests/bench/perf_buckets.py PERF_DATA     # or a file holding `perf script`'s output
 
 Reads `perf script` of a `perf record -g --call-graph dwarf` profile (tests/bench/profile.sh writes
 one) and puts every sample in the first bucket its stack reaches, walking from the leaf up: a sample
@@ -36,12 +36,14 @@ RULES = [
     ("store writer: the rest", r"group_commit"),
     ("receipts", r"receipts|ed25519|curve25519"),
     ("serde_json", r"serde_json"),
-    ("security pipeline (host side)", r"guard::run|security::"),
-    ("provider attempt (host side)", r"adapters::Provider|ProviderAttempt|provider_calls"),
+    ("security pipeline (host side)", r"guard::run|security::|chat::input::|chat::screen::"),
+    ("provider attempt (host side)", r"adapters::Provider|ProviderAttempt|provider_calls|chat::attempt::"),
     ("upstream client", r"hyper_util::client|reqwest|Transport::send"),
-    ("response", r"response::|handler::finish"),
-    ("request parsing", r"request::parse|handler::prepare|idempotency"),
-    ("auth and limits", r"auth::"),
+    ("response", r"response::|handler::finish|pipeline::finish"),
+    ("request parsing", r"request::parse|handler::prepare|pipeline::prepare|idempotency"),
+    ("auth, admission, body intake", r"auth::|admission::|intake::|middleware::authenticate|middleware::intake"),
+    # the chat pipeline's own code between its stages (module `handler` before it was renamed `pipeline`)
+    ("chat pipeline (the rest)", r"chat::pipeline::|chat::handler::|chat::chain::|run_chain"),
     ("HTTP server and middleware", r"UpgradeableConnection|hyper::proto|axum::|from_fn"),
     ("tokio", r"tokio::runtime"),
 ]
@@ -117,10 +119,16 @@ def bucket(thread, stack):
 def main():
     if len(sys.argv) != 2:
         sys.exit(__doc__)
-    out = subprocess.run(["perf", "script", "-i", sys.argv[1]], capture_output=True, text=True, errors="replace", check=True)
+    with open(sys.argv[1], "rb") as f:
+        recorded = f.read(8) == b"PERFILE2"
+    if recorded:
+        text = subprocess.run(["perf", "script", "-i", sys.argv[1]], capture_output=True, text=True, errors="replace", check=True).stdout
+    else:  # `perf script`'s output saved before (it takes minutes on a long profile)
+        with open(sys.argv[1], encoding="utf-8", errors="replace") as f:
+            text = f.read()
     plugins = Plugins()
     counts, guest_functions = collections.Counter(), collections.Counter()
-    for thread, stack in frames(out.stdout):
+    for thread, stack in frames(text):
         name, frame = bucket(thread, stack)
         if name == "guest code":
             address, sym, dso = frame

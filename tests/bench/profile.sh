@@ -5,13 +5,16 @@
 # and self, per thread), then every sample in one exclusive bucket (tests/bench/perf_buckets.py).
 # Method and findings: docs/benchmarks.md#where-the-time-goes.
 #
-#   bash tests/bench/profile.sh [--secs 10] [--durable true|false] [--stream] [--rate R] [--out DIR]
+#   bash tests/bench/profile.sh [--secs 10] [--durable true|false] [--stream] [--rate R] [--out DIR] [--bin PATH]
 #
 # --rate R: the recorded phase is `oha -q R` (a fixed rate, as the latency targets are measured) instead
 # of as many requests as 64 connections can send; what a request costs where each commit is small.
+# --bin PATH: profile that binary instead of building this checkout (another commit's build with
+# symbols: CARGO_PROFILE_<profile>_STRIP=none, CARGO_PROFILE_<profile>_DEBUG=line-tables-only), to
+# compare the buckets of two builds.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-secs=10 durable=true stream=false out="" rate=""
+secs=10 durable=true stream=false out="" rate="" bin=""
 while [ $# -gt 0 ]; do
   case "$1" in
     --secs) secs="$2"; shift 2 ;;
@@ -19,6 +22,7 @@ while [ $# -gt 0 ]; do
     --stream) stream=true; shift ;;
     --out) out="$2"; shift 2 ;;
     --rate) rate="$2"; shift 2 ;;
+    --bin) bin="$(realpath "$2")"; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -29,10 +33,12 @@ oha="$(command -v oha || echo "$root/target/bench-tools/bin/oha")"
 cd "$root"
 rustup target add wasm32-wasip2 wasm32-unknown-unknown >/dev/null 2>&1 || true
 cargo build --release -p gatehouse-tests --example compare >&2
-# Symbols in the host, and (GATEHOUSE_PLUGIN_NAMES) the guests' function names in perf's map of their code.
-CARGO_TARGET_DIR="$root/target/profiling" CARGO_PROFILE_PRODUCTION_STRIP=none CARGO_PROFILE_PRODUCTION_DEBUG=line-tables-only \
-  GATEHOUSE_PLUGIN_NAMES=1 cargo build --profile production --features jemalloc -p gatehouse-cli >&2
-bin="$root/target/profiling/production/gatehouse"
+if [ -z "$bin" ]; then
+  # Symbols in the host, and (GATEHOUSE_PLUGIN_NAMES) the guests' function names in perf's map of their code.
+  CARGO_TARGET_DIR="$root/target/profiling" CARGO_PROFILE_PRODUCTION_STRIP=none CARGO_PROFILE_PRODUCTION_DEBUG=line-tables-only \
+    GATEHOUSE_PLUGIN_NAMES=1 cargo build --profile production --features jemalloc -p gatehouse-cli >&2
+  bin="$root/target/profiling/production/gatehouse"
+fi
 
 if [ -n "$out" ]; then mkdir -p "$out" && work="$(cd "$out" && pwd)"; else work="$(mktemp -d -t gatehouse-profile-XXXX)"; fi
 source "$root/tests/bench/common.sh"
