@@ -248,7 +248,7 @@ impl Metrics {
     }
 
     /// A request served on `route` (its template, or `unmatched`), counted
-    /// and timed (`api::request_id::layer` calls this for every request).
+    /// and timed (`request_id::scoped` calls this for every request).
     pub fn request_served(&self, route: String, status: u16, took: Duration) {
         let key = RouteStatus { route, status };
         self.requests.get_or_create(&key).inc();

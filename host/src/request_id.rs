@@ -3,7 +3,6 @@
 
 use axum::extract::{MatchedPath, Request};
 use axum::http::HeaderValue;
-use axum::middleware::Next;
 use axum::response::Response;
 use tracing::Instrument;
 
@@ -35,17 +34,21 @@ pub fn current() -> Option<String> {
     CURRENT.try_with(|id| id.0.clone()).ok()
 }
 
-/// Middleware, the outermost: assign the id, scope it, log the request, add
-/// the header, and count and time the request by its route template for
-/// `/metrics` (one layer for both: each `from_fn` layer costs a boxed
-/// service clone and a boxed future per request).
-pub async fn layer(req: Request, next: Next) -> Response {
+/// The outermost step of every request, run by the route table's one
+/// middleware (`api::middleware::per_request`) around the rest of it,
+/// `inner`: assign the id, scope it, log the request, add the header, and
+/// count and time the request by its route template for `/metrics`.
+pub async fn scoped<F, Fut>(req: Request, inner: F) -> Response
+where
+    F: FnOnce(Request) -> Fut,
+    Fut: std::future::Future<Output = Response>,
+{
     let id = RequestId::new();
     let route = req.extensions().get::<MatchedPath>().map_or("unmatched", MatchedPath::as_str).to_owned();
     let span = tracing::info_span!("request", id = %id.0, method = %req.method(), path = %req.uri().path());
     let started = std::time::Instant::now();
     let header = HeaderValue::from_str(&id.0).ok();
-    let mut resp = CURRENT.scope(id, next.run(req)).instrument(span.clone()).await;
+    let mut resp = CURRENT.scope(id, inner(req)).instrument(span.clone()).await;
     let elapsed = started.elapsed();
     span.in_scope(|| {
         tracing::debug!(status = resp.status().as_u16(), elapsed_us = elapsed.as_micros() as u64, "served");

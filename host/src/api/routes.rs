@@ -12,7 +12,6 @@ use super::admin::{groups, indexes, keys, me, overview, plugins, usage, users};
 use super::{audit_logs, chat, discovery, group_list, health, metrics, openapi, receipts};
 use crate::app::AppState;
 use crate::error::{AdminError, ChatError, ErrorFormat, code, openai_error, text};
-use crate::request_id;
 
 /// Every route with its handler. Paths and methods come from each handler's
 /// `#[utoipa::path]`, so this table is also the OpenAPI document.
@@ -75,7 +74,8 @@ fn routes(app: &AppState) -> OpenApiRouter<AppState> {
         .merge(super::webhooks::router(app.webhooks.clone()))
 }
 
-/// Build the router. Layers run outermost first: request id and metrics, body limit, then authentication and body intake.
+/// Build the router. One middleware runs the request id and metrics, authentication and body intake
+/// (`api::middleware::per_request`); inside it, the extractors' body limit.
 pub fn router(app: AppState) -> Router {
     // The extractors' outer bound: the intake layer caps each route's body as
     // it arrives (`server.max_body_bytes`, or `plugins.max_component_mb` for a
@@ -90,10 +90,8 @@ pub fn router(app: AppState) -> Router {
     router
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
-        .layer(middleware::from_fn_with_state(app.clone(), super::middleware::intake))
-        .layer(middleware::from_fn_with_state(app.clone(), super::middleware::authenticate))
         .layer(DefaultBodyLimit::max(max_body))
-        .layer(middleware::from_fn(request_id::layer))
+        .layer(middleware::from_fn_with_state(app.clone(), super::middleware::per_request))
         .with_state(app)
         // The console's static pages: outside the authentication layer (they
         // hold no data; every call they make needs an admin key).
