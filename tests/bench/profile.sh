@@ -5,16 +5,18 @@
 # and self, per thread), then every sample in one exclusive bucket (tests/bench/perf_buckets.py).
 # Method and findings: docs/benchmarks.md#where-the-time-goes.
 #
-#   bash tests/bench/profile.sh [--secs 10] [--durable true|false] [--stream] [--rate R] [--out DIR] [--bin PATH]
+#   bash tests/bench/profile.sh [--secs 10] [--durable true|false] [--stream] [--rate R] [--out DIR] [--bin PATH] [--freq HZ]
 #
 # --rate R: the recorded phase is `oha -q R` (a fixed rate, as the latency targets are measured) instead
 # of as many requests as 64 connections can send; what a request costs where each commit is small.
 # --bin PATH: profile that binary instead of building this checkout (another commit's build with
 # symbols: CARGO_PROFILE_<profile>_STRIP=none, CARGO_PROFILE_<profile>_DEBUG=line-tables-only), to
 # compare the buckets of two builds.
+# --freq HZ: samples per second (999). Each sample copies 16 KiB of stack on the profiled core; at 999
+# that cost can hide a few per cent between two builds, at 97 (with --secs 20 for enough samples) not.
 set -euo pipefail
 root="$(cd "$(dirname "$0")/../.." && pwd)"
-secs=10 durable=true stream=false out="" rate="" bin=""
+secs=10 durable=true stream=false out="" rate="" bin="" freq=999
 while [ $# -gt 0 ]; do
   case "$1" in
     --secs) secs="$2"; shift 2 ;;
@@ -23,6 +25,7 @@ while [ $# -gt 0 ]; do
     --out) out="$2"; shift 2 ;;
     --rate) rate="$2"; shift 2 ;;
     --bin) bin="$(realpath "$2")"; shift 2 ;;
+    --freq) freq="$2"; shift 2 ;;
     *) echo "unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -52,7 +55,7 @@ load() {
 }
 load 3s >/dev/null   # warm-up: plugin pools, connections, redb pages
 cpu0="$(awk '{print $14+$15}' /proc/$gh/stat)"
-perf record -F 999 -g --call-graph dwarf,16384 -o "$work/perf.data" -p "$gh" -- sleep "$secs" 2>"$work/perf.log" &
+perf record -F "$freq" -g --call-graph dwarf,16384 -o "$work/perf.data" -p "$gh" -- sleep "$secs" 2>"$work/perf.log" &
 rec=$!
 load "${secs}s" ${rate:+-q "$rate" --latency-correction} | tee "$work/oha.txt" | grep -E "Requests/sec|Success rate|\[200\]|50.00% in|99.00% in"
 wait "$rec" || true
