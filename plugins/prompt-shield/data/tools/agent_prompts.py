@@ -56,6 +56,8 @@ import os
 import random
 import re
 
+from common import fstring_text, key
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA = os.path.dirname(HERE)
 SRC = os.environ.get("AGENTSRC", "/tmp/sp8")
@@ -96,10 +98,6 @@ SYSTEM_OPENING = re.compile(
 MD_NAMES = re.compile(r"(prompt[^/]*\.md|AGENTS\.md|CLAUDE\.md|instructions\.md|\.jinja2?|\.j2)$")
 
 
-def key(t):
-    return re.sub(r"\s+", " ", t.lower()).strip()
-
-
 def shingles(t, n=8):
     w = re.findall(r"\w+", t.lower())
     return {" ".join(w[i : i + n]) for i in range(max(0, len(w) - n + 1))}
@@ -136,13 +134,7 @@ def python_strings(path):
     for node in ast.walk(tree):
         if isinstance(node, ast.JoinedStr):
             docstrings.update(id(v) for v in node.values)
-            parts = []
-            for v in node.values:
-                if isinstance(v, ast.Constant):
-                    parts.append(str(v.value))
-                else:
-                    parts.append("{" + ast.unparse(v.value)[:30] + "}")
-            yield node.lineno, "".join(parts)
+            yield node.lineno, fstring_text(node)
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
             yield node.lineno, node.value
 

@@ -38,6 +38,7 @@ import os
 import random
 import re
 
+from common import fstring_text, key
 from multilingual import MORE, PHRASES
 from longjail import long_jailbreaks
 from records import records
@@ -50,10 +51,6 @@ rng = random.Random(31)
 
 def item(text, label, source, group):
     return {"text": text, "label": label, "source": source, "group": group}
-
-
-def key(t):
-    return re.sub(r"\s+", " ", t.lower()).strip()
 
 
 def heldout_texts():
@@ -76,13 +73,7 @@ def deepeval_templates():
         tree = ast.parse(open(f, encoding="utf-8").read())
         for node in ast.walk(tree):
             if isinstance(node, ast.JoinedStr):
-                parts = []
-                for v in node.values:
-                    if isinstance(v, ast.Constant):
-                        parts.append(str(v.value))
-                    else:
-                        parts.append("{" + ast.unparse(v.value)[:30] + "}")
-                s = "".join(parts)
+                s = fstring_text(node)
             elif isinstance(node, ast.Constant) and isinstance(node.value, str):
                 s = node.value
             else:
