@@ -1,8 +1,8 @@
 //! The middleware of the route table: [`per_request`], three steps in one
 //! layer: the request id (`crate::request_id`), [`authenticate`] (who is
 //! calling; a forwarded client over its connection cap is refused here), then
-//! [`intake`] (admission of chat requests and the body read under its caps,
-//! `api::intake`), so an anonymous client never gets its body read; and
+//! the intake (admission of chat requests and the body read under its caps,
+//! [`super::intake::take`]), so an anonymous client never gets its body read; and
 //! [`admin_read_limit`] on the admin reads.
 
 use std::net::IpAddr;
@@ -31,7 +31,7 @@ pub async fn per_request(State(app): State<AppState>, req: Request, next: Next) 
             Ok(req) => req,
             Err(refused) => return refused,
         };
-        match intake(&app, req).await {
+        match super::intake::take(&app, req).await {
             Ok(req) => next.run(req).await,
             Err(refused) => refused,
         }
@@ -59,11 +59,6 @@ pub async fn authenticate(app: &AppState, mut req: Request) -> Result<Request, R
         req = Request::from_parts(head, body);
     }
     Ok(req)
-}
-
-/// Admit a chat request and read the body (`api::intake`), once the caller is known.
-pub async fn intake(app: &AppState, req: Request) -> Result<Request, Response> {
-    super::intake::take(app, req).await
 }
 
 /// Marks a forwarded request whose client is at the cap; [`authenticate`]
