@@ -26,7 +26,7 @@
 //! record; after it, a format-1 record is a break.
 
 use chrono::{DateTime, TimeZone, Utc};
-use redb::{ReadableDatabase, ReadableTable, WriteTransaction};
+use redb::{ReadableDatabase, ReadableTable, Table, WriteTransaction};
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -161,28 +161,80 @@ pub fn append_at(txn: &WriteTransaction, entries: &[AuditEntry], at: Option<Date
     if entries.is_empty() {
         return Ok(());
     }
-    let mut meta = txn.open_table(META).map_err(backend)?;
-    let mut head: Head = match meta.get(META_AUDIT_HEAD).map_err(backend)? {
-        Some(v) => decode(v.value())?,
-        None => Head { hash: GENESIS.to_owned(), seq: 0, micros: 0, format: 2 },
-    };
-    let mut table = txn.open_table(AUDIT).map_err(backend)?;
-    let marker = (head.format < 2).then(format_marker);
-    head.format = 2;
-    for entry in marker.iter().chain(entries) {
-        let now = at.unwrap_or_else(Utc::now).timestamp_micros().max(0) as u64;
-        let micros = now.max(head.micros);
-        head.seq += 1;
-        let timestamp = micros_to_time(micros);
-        let mut record = AuditRecord::unsealed(entry, timestamp, std::mem::take(&mut head.hash));
-        let value = seal(&mut record)?;
-        table.insert((micros, head.seq), value.as_slice()).map_err(backend)?;
-        index_record(txn, &record, micros, head.seq)?;
-        head.hash = record.hash;
-        head.micros = micros;
+    let mut appender = Appender::open(txn)?;
+    appender.push(entries, at)?;
+    appender.close()
+}
+
+/// The chain's tables and head, open for several appends in one transaction:
+/// the head is read once and written once ([`Appender::close`]), however many
+/// records are appended (a group commit's request outcomes). While it is
+/// open, nothing else in the transaction may open the audit tables.
+pub struct Appender<'t> {
+    meta: Table<'t, &'static str, &'static [u8]>,
+    records: Table<'t, (u64, u64), &'static [u8]>,
+    by_type: Table<'t, (&'static str, u64, u64), ()>,
+    by_severity: Table<'t, (&'static str, u64, u64), ()>,
+    by_user: Option<Table<'t, (&'static str, u64, u64), ()>>,
+    txn: &'t WriteTransaction,
+    head: Head,
+}
+
+impl<'t> Appender<'t> {
+    pub fn open(txn: &'t WriteTransaction) -> StoreResult<Self> {
+        let meta = txn.open_table(META).map_err(backend)?;
+        let head: Head = match meta.get(META_AUDIT_HEAD).map_err(backend)? {
+            Some(v) => decode(v.value())?,
+            None => Head { hash: GENESIS.to_owned(), seq: 0, micros: 0, format: 2 },
+        };
+        Ok(Appender {
+            records: txn.open_table(AUDIT).map_err(backend)?,
+            by_type: txn.open_table(AUDIT_BY_TYPE).map_err(backend)?,
+            by_severity: txn.open_table(AUDIT_BY_SEVERITY).map_err(backend)?,
+            by_user: None,
+            meta,
+            txn,
+            head,
+        })
     }
-    meta.insert(META_AUDIT_HEAD, encode(&head)?.as_slice()).map_err(backend)?;
-    Ok(())
+
+    /// Chain `entries` after the records before them; `at` as in [`append_at`].
+    pub fn push(&mut self, entries: &[AuditEntry], at: Option<DateTime<Utc>>) -> StoreResult<()> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let marker = (self.head.format < 2).then(format_marker);
+        self.head.format = 2;
+        for entry in marker.iter().chain(entries) {
+            let now = at.unwrap_or_else(Utc::now).timestamp_micros().max(0) as u64;
+            let micros = now.max(self.head.micros);
+            let seq = self.head.seq + 1;
+            let timestamp = micros_to_time(micros);
+            let mut record = AuditRecord::unsealed(entry, timestamp, self.head.hash.clone());
+            let value = seal(&mut record)?;
+            self.records.insert((micros, seq), value.as_slice()).map_err(backend)?;
+            self.by_type.insert((record.kind.as_str(), micros, seq), ()).map_err(backend)?;
+            self.by_severity.insert((record.severity.as_str(), micros, seq), ()).map_err(backend)?;
+            if let Some(u) = &record.user {
+                if self.by_user.is_none() {
+                    self.by_user = Some(self.txn.open_table(AUDIT_BY_USER).map_err(backend)?);
+                }
+                if let Some(t) = self.by_user.as_mut() {
+                    t.insert((u.id.as_str(), micros, seq), ()).map_err(backend)?;
+                }
+            }
+            self.head.seq = seq;
+            self.head.hash = record.hash;
+            self.head.micros = micros;
+        }
+        Ok(())
+    }
+
+    /// Store the chain's new head.
+    pub fn close(mut self) -> StoreResult<()> {
+        self.meta.insert(META_AUDIT_HEAD, encode(&self.head)?.as_slice()).map_err(backend)?;
+        Ok(())
+    }
 }
 
 pub fn micros_to_time(micros: u64) -> DateTime<Utc> {

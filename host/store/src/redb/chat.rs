@@ -2,7 +2,7 @@
 //! records and the outbox.
 
 use chrono::Utc;
-use redb::{ReadableDatabase, ReadableTable, WriteTransaction};
+use redb::{ReadableDatabase, ReadableTable, Table, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
 use super::tables::{IDEMPOTENCY, OUTBOX, QUOTA, RECEIPT_BATCHES, RECEIPTS, USAGE};
@@ -12,51 +12,107 @@ use crate::receipts::{BatchProof, Receipt, Sealed, SignedBatch, SignedReceipt};
 use crate::records::{Claim, IdempotencyRecord, IdempotencyState, OutboxEvent, RequestOutcome, UsageTotals};
 use crate::{StoreError, StoreResult, UsageRows};
 
-/// Add the tokens to each row of `keys` (`user/<id>`, `key/<id>`), with the table opened once.
-pub fn add_usage(txn: &WriteTransaction, keys: &[&str], prompt: u64, completion: u64) -> StoreResult<()> {
-    let mut t = txn.open_table(USAGE).map_err(backend)?;
-    for key in keys {
-        let mut totals: UsageTotals = match t.get(*key).map_err(backend)? {
-            Some(v) => decode(v.value())?,
-            None => UsageTotals::default(),
-        };
-        totals.add(prompt, completion);
-        t.insert(*key, encode(&totals)?.as_slice()).map_err(backend)?;
-    }
+/// Add the tokens to the totals row `key` (`user/<id>`, `key/<id>`).
+fn add_usage(t: &mut Table<'_, &'static str, &'static [u8]>, key: &str, prompt: u64, completion: u64) -> StoreResult<()> {
+    let mut totals: UsageTotals = match t.get(key).map_err(backend)? {
+        Some(v) => decode(v.value())?,
+        None => UsageTotals::default(),
+    };
+    totals.add(prompt, completion);
+    t.insert(key, encode(&totals)?.as_slice()).map_err(backend)?;
     Ok(())
+}
+
+/// Append `events` to the outbox from sequence `next` on; the sequence after them.
+fn push_events_at(t: &mut Table<'_, u64, &'static [u8]>, next: u64, events: &[OutboxEvent]) -> StoreResult<u64> {
+    let mut seq = next;
+    for ev in events {
+        t.insert(seq, encode(ev)?.as_slice()).map_err(backend)?;
+        seq += 1;
+    }
+    Ok(seq)
+}
+
+/// The outbox and the sequence its next event takes.
+fn open_outbox(txn: &WriteTransaction) -> StoreResult<(Table<'_, u64, &'static [u8]>, u64)> {
+    let t = txn.open_table(OUTBOX).map_err(backend)?;
+    let next = t.last().map_err(backend)?.map_or(1, |(k, _)| k.value() + 1);
+    Ok((t, next))
 }
 
 pub fn push_events(txn: &WriteTransaction, events: &[OutboxEvent]) -> StoreResult<()> {
     if events.is_empty() {
         return Ok(());
     }
-    let mut t = txn.open_table(OUTBOX).map_err(backend)?;
-    let first = t.last().map_err(backend)?.map_or(1, |(k, _)| k.value() + 1);
-    for (seq, ev) in (first..).zip(events) {
-        t.insert(seq, encode(ev)?.as_slice()).map_err(backend)?;
-    }
+    let (mut t, next) = open_outbox(txn)?;
+    push_events_at(&mut t, next, events)?;
     Ok(())
 }
 
-pub fn finish(txn: &WriteTransaction, o: &RequestOutcome) -> StoreResult<()> {
-    if let Some((scope, record)) = &o.idempotency {
-        let mut t = txn.open_table(IDEMPOTENCY).map_err(backend)?;
-        match record {
-            Some(r) => {
-                t.insert(scope.as_str(), encode(r)?.as_slice()).map_err(backend)?;
-            }
-            None => {
-                t.remove(scope.as_str()).map_err(backend)?;
+/// `slot`'s table, opened on first use.
+fn opened<T>(slot: &mut Option<T>, open: impl FnOnce() -> StoreResult<T>) -> StoreResult<&mut T> {
+    if slot.is_none() {
+        *slot = Some(open()?);
+    }
+    slot.as_mut().ok_or_else(|| StoreError::Backend("a table that was just opened is missing".into()))
+}
+
+/// The request outcomes of one group commit, written with each table opened
+/// once (on first use) and the ends of the outbox, the ledger and the audit
+/// chain read once, however many requests the commit carries: a table opened
+/// per request was a share of the writer's CPU per request that grew with
+/// every table the chat path writes. While it is open, nothing else in the
+/// transaction may open these tables; [`Outcomes::close`] (or dropping it)
+/// releases them.
+pub struct Outcomes<'t> {
+    txn: &'t WriteTransaction,
+    idempotency: Option<Table<'t, &'static str, &'static [u8]>>,
+    usage: Option<Table<'t, &'static str, &'static [u8]>>,
+    ledger: Option<super::usage_ledger::Appender<'t>>,
+    outbox: Option<(Table<'t, u64, &'static [u8]>, u64)>,
+    audit: Option<audit::Appender<'t>>,
+}
+
+impl<'t> Outcomes<'t> {
+    pub fn new(txn: &'t WriteTransaction) -> Self {
+        Outcomes { txn, idempotency: None, usage: None, ledger: None, outbox: None, audit: None }
+    }
+
+    /// Write one request's outcome: its idempotency record, usage totals and
+    /// ledger row, events and audit records.
+    pub fn apply(&mut self, o: &RequestOutcome) -> StoreResult<()> {
+        let txn = self.txn;
+        if let Some((scope, record)) = &o.idempotency {
+            let t = opened(&mut self.idempotency, || txn.open_table(IDEMPOTENCY).map_err(backend))?;
+            match record {
+                Some(r) => {
+                    t.insert(scope.as_str(), encode(r)?.as_slice()).map_err(backend)?;
+                }
+                None => {
+                    t.remove(scope.as_str()).map_err(backend)?;
+                }
             }
         }
+        if let Some(u) = &o.usage {
+            let t = opened(&mut self.usage, || txn.open_table(USAGE).map_err(backend))?;
+            add_usage(t, &format!("user/{}", u.user_id), u.prompt_tokens, u.completion_tokens)?;
+            add_usage(t, &format!("key/{}", u.key_id), u.prompt_tokens, u.completion_tokens)?;
+            opened(&mut self.ledger, || super::usage_ledger::Appender::open(txn))?.push(u)?;
+        }
+        if !o.events.is_empty() {
+            let (t, next) = opened(&mut self.outbox, || open_outbox(txn))?;
+            *next = push_events_at(t, *next, &o.events)?;
+        }
+        if !o.audit.is_empty() {
+            opened(&mut self.audit, || audit::Appender::open(txn))?.push(&o.audit, None)?;
+        }
+        Ok(())
     }
-    if let Some(u) = &o.usage {
-        let (user, key) = (format!("user/{}", u.user_id), format!("key/{}", u.key_id));
-        add_usage(txn, &[&user, &key], u.prompt_tokens, u.completion_tokens)?;
-        super::usage_ledger::append(txn, u)?;
+
+    /// Store the audit chain's new head and release the tables.
+    pub fn close(self) -> StoreResult<()> {
+        self.audit.map_or(Ok(()), audit::Appender::close)
     }
-    push_events(txn, &o.events)?;
-    audit::append(txn, &o.audit)
 }
 
 /// A `RECEIPTS` row. A receipt signed alone is stored as served
@@ -285,6 +341,7 @@ mod tests {
     use crate::Store;
     use crate::receipts::numbered;
     use crate::redb::RedbStore;
+    use crate::usage_ledger::UsageLedger;
 
     fn record(expires_in: i64, state: IdempotencyState) -> IdempotencyRecord {
         IdempotencyRecord { body_hash: "h".into(), state, expires_at: Utc::now() + Duration::seconds(expires_in) }
@@ -372,6 +429,105 @@ mod tests {
         let removed = store.writer.write(move |txn| idempotency_remove_not_live(txn, &found, Utc::now())).await.expect("remove");
         assert_eq!(removed, 0);
         assert!(store.idempotency_get("k1/x").await.expect("get").is_some_and(|r| r.is_live(Utc::now())));
+    }
+
+    fn outcome(i: usize) -> RequestOutcome {
+        use crate::audit::{Audit, category, kind};
+        let user = crate::model::AuditUser { id: format!("usr_{}", i % 3), name: "U".into(), email: "u@example.com".into() };
+        RequestOutcome {
+            usage: Some(crate::records::UsageDelta {
+                user_id: format!("usr_{}", i % 3),
+                key_id: "key_a".into(),
+                group_id: None,
+                model: "echo/default".into(),
+                request_id: format!("req-{i}"),
+                prompt_tokens: 10,
+                completion_tokens: 1,
+            }),
+            events: vec![OutboxEvent::new("api:request", serde_json::json!({ "n": i })); 1 + i % 2],
+            audit: vec![Audit::new(kind::SYSTEM, category::SYSTEM_INTEGRITY, format!("request {i}")).user(Some(user)).build()],
+            idempotency: Some((format!("key_a/{i}"), None)),
+            receipt: None,
+        }
+    }
+
+    async fn check_outcomes_written(store: &RedbStore, requests: usize, other_audits: u64) {
+        let events = store.outbox_after(0, 10_000).await.expect("outbox");
+        let seqs: Vec<u64> = events.iter().map(|(s, _)| *s).collect();
+        let expected: usize = (0..requests).map(|i| 1 + i % 2).sum();
+        assert_eq!(seqs, (1..=expected as u64).collect::<Vec<_>>(), "one unbroken outbox sequence");
+        let page = store.ledger_page(&Default::default(), None, 10_000).await.expect("ledger");
+        assert_eq!(page.rows.len(), requests);
+        let mut keys: Vec<(u64, u64)> = page.rows.iter().filter_map(|r| parse_key(&r.id)).collect();
+        keys.reverse();
+        assert!(keys.windows(2).all(|w| w[0] < w[1]), "ledger keys strictly increase: {keys:?}");
+        let (users, keys) = store.usage_totals().await.expect("totals");
+        let total: u64 = users.iter().map(|(_, t)| t.prompt_tokens).sum();
+        assert_eq!(total, 10 * requests as u64);
+        assert_eq!(keys.iter().map(|(_, t)| t.completion_tokens).sum::<u64>(), requests as u64);
+        let chain = store.verify_audit_chain().await.expect("verify");
+        assert!(chain.ok, "{chain:?}");
+        assert_eq!(chain.records, requests as u64 + other_audits);
+    }
+
+    fn parse_key(id: &str) -> Option<(u64, u64)> {
+        let (a, b) = id.split_once('.')?;
+        Some((a.parse().ok()?, b.parse().ok()?))
+    }
+
+    #[tokio::test]
+    async fn outcomes_written_together_keep_every_sequence_and_release_their_tables() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = RedbStore::open(dir.path(), false).expect("open");
+        let n = 40;
+        store
+            .writer
+            .write(move |txn| {
+                let mut outcomes = Outcomes::new(txn);
+                for i in 0..n {
+                    outcomes.apply(&outcome(i))?;
+                }
+                outcomes.close()?;
+                // The same transaction's other writes open the same tables after it.
+                push_events(txn, &[])?;
+                audit::append(txn, &[crate::audit::Audit::new("system", "system_integrity", "after").build()])
+            })
+            .await
+            .expect("write");
+        check_outcomes_written(&store, n, 1).await;
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn concurrent_outcomes_and_other_writes_commit_together_consistently() {
+        let dir = tempfile::tempdir().expect("tmp");
+        let store = std::sync::Arc::new(RedbStore::open(dir.path(), false).expect("open"));
+        let mut tasks = Vec::new();
+        for i in 0..300 {
+            let store = store.clone();
+            #[expect(clippy::disallowed_methods, reason = "every task is joined below")]
+            tasks.push(tokio::spawn(async move {
+                if i % 10 == 0 {
+                    // An audit-only write between the outcomes: it opens the audit tables itself.
+                    let entry = crate::audit::Audit::new("system", "system_integrity", format!("admin {i}")).build();
+                    store.append_audit(vec![entry]).await
+                } else {
+                    store.finish_request(outcome(i)).await
+                }
+            }));
+        }
+        for t in tasks {
+            t.await.expect("task").expect("write");
+        }
+        // Outcomes 0..300 skip every tenth, which wrote an audit record instead.
+        let (outcomes, others) = (270, 30);
+        assert!(store.writer.commits() < 300, "writes shared commits");
+        let events = store.outbox_after(0, 10_000).await.expect("outbox").len();
+        let expected: usize = (0..300).filter(|i| i % 10 != 0).map(|i| 1 + i % 2).sum();
+        assert_eq!(events, expected);
+        let page = store.ledger_page(&Default::default(), None, 10_000).await.expect("ledger");
+        assert_eq!(page.rows.len(), outcomes);
+        let chain = store.verify_audit_chain().await.expect("verify");
+        assert!(chain.ok && chain.records == (outcomes + others) as u64, "{chain:?}");
     }
 
     async fn put(store: &RedbStore, sealed: Sealed) {

@@ -46,14 +46,25 @@ use tokio::sync::{Notify, mpsc, oneshot};
 use super::slot::Slot;
 use super::tables::QUOTA;
 use crate::receipts::{Receipt, ReceiptSealer};
+use crate::records::RequestOutcome;
 use crate::{StoreError, StoreResult};
 
 type AnyBox = Box<dyn Any + Send>;
 type Op = Box<dyn FnMut(&WriteTransaction) -> StoreResult<AnyBox> + Send>;
 
-/// A queued write, or (both `None`) a wake-up to commit pending counts.
+/// What a queued job writes.
+enum Work {
+    /// Nothing of its own: a wake-up to commit pending counts.
+    Wake,
+    Op(Op),
+    /// A chat request's outcome, written with the batch's other outcomes
+    /// (`chat::Outcomes`: each table opened once per commit).
+    Outcome(Box<RequestOutcome>),
+}
+
+/// A queued write.
 struct Job {
-    op: Option<Op>,
+    work: Work,
     /// Signed with the batch's other receipts and stored with the op.
     receipt: Option<Receipt>,
     reply: Option<oneshot::Sender<StoreResult<AnyBox>>>,
@@ -164,14 +175,25 @@ impl GroupCommit {
         T: Send + 'static,
         F: FnMut(&WriteTransaction) -> StoreResult<T> + Send + 'static,
     {
-        let (reply, rx) = oneshot::channel();
         let op: Op = Box::new(move |txn| op(txn).map(|v| Box::new(v) as AnyBox));
+        let out = self.submit(Work::Op(op), receipt).await?;
+        out.downcast::<T>().map(|b| *b).map_err(|_| StoreError::Backend("store writer returned a value of the wrong type".into()))
+    }
+
+    /// Write a chat request's outcome (and its receipt, signed with the
+    /// batch's others) in the next group commit; returns once it is durable.
+    pub async fn finish(&self, mut outcome: RequestOutcome) -> StoreResult<()> {
+        let receipt = outcome.receipt.take();
+        self.submit(Work::Outcome(Box::new(outcome)), receipt).await.map(drop)
+    }
+
+    async fn submit(&self, work: Work, receipt: Option<Receipt>) -> StoreResult<AnyBox> {
+        let (reply, rx) = oneshot::channel();
         self.tx
-            .send(Job { op: Some(op), receipt, reply: Some(reply) })
+            .send(Job { work, receipt, reply: Some(reply) })
             .await
             .map_err(|_| StoreError::Backend("the store writer has stopped".into()))?;
-        let out = rx.await.map_err(|_| StoreError::Backend("the store writer stopped before committing".into()))??;
-        out.downcast::<T>().map(|b| *b).map_err(|_| StoreError::Backend("store writer returned a value of the wrong type".into()))
+        rx.await.map_err(|_| StoreError::Backend("the store writer stopped before committing".into()))?
     }
 
     /// Wait until everything queued before this call is committed.
@@ -183,7 +205,7 @@ impl GroupCommit {
 /// A wake-up: the writer commits the pending counts. A full queue means the
 /// writer has batches to run, which apply them.
 fn wake_writer(tx: &mpsc::Sender<Job>) {
-    let _ = tx.try_send(Job { op: None, receipt: None, reply: None });
+    let _ = tx.try_send(Job { work: Work::Wake, receipt: None, reply: None });
 }
 
 /// Wakes the writer [`COUNTS_DELAY`] after counts became pending, if no
@@ -245,7 +267,7 @@ fn writer_loop(w: Writer, mut rx: mpsc::Receiver<Job>) {
         // Only wake-ups for pending counts, and no count timer: give a real
         // write a moment to carry them.
         if let Some(rt) = &timer
-            && batch.iter().all(|j| j.op.is_none())
+            && batch.iter().all(|j| matches!(j.work, Work::Wake))
         {
             match rt.block_on(async { tokio::time::timeout(COUNTS_DELAY, rx.recv()).await }) {
                 Ok(Some(job)) => {
@@ -272,7 +294,7 @@ fn run_batch(w: &Writer, batch: &mut Vec<Job>) {
     let pending_counts = std::mem::take(&mut *counts.lock().unwrap_or_else(|p| p.into_inner()));
     let mut pending: Vec<Job> = std::mem::take(batch);
     // Wake-ups carry nothing of their own.
-    pending.retain(|j| j.op.is_some());
+    pending.retain(|j| !matches!(j.work, Work::Wake));
     if w.sealer.is_none() {
         let (unsigned, rest): (Vec<Job>, Vec<Job>) = pending.into_iter().partition(|j| j.receipt.is_some());
         pending = rest;
@@ -316,14 +338,21 @@ fn run_batch(w: &Writer, batch: &mut Vec<Job>) {
             break fail_all(pending, &format!("receipts: {e}"));
         }
         let mut results = Vec::with_capacity(pending.len());
-        let mut failed = None;
-        for (i, job) in pending.iter_mut().enumerate() {
-            let Some(op) = job.op.as_mut() else { continue };
-            match op(&txn) {
-                Ok(v) => results.push(v),
-                Err(e) => {
-                    failed = Some((i, e));
-                    break;
+        // The outcomes first, together: their tables are released before
+        // the other writes open what they need.
+        let mut failed = write_outcomes(&txn, &pending).err();
+        if failed.is_none() {
+            for (i, job) in pending.iter_mut().enumerate() {
+                let value = match &mut job.work {
+                    Work::Op(op) => op(&txn),
+                    Work::Outcome(_) | Work::Wake => Ok(Box::new(()) as AnyBox),
+                };
+                match value {
+                    Ok(v) => results.push(v),
+                    Err(e) => {
+                        failed = Some((i, e));
+                        break;
+                    }
                 }
             }
         }
@@ -379,6 +408,24 @@ fn storage_failed(db: &Slot, why: &str) -> bool {
             tracing::error!(error = %e, "storage: reopening the database failed; the next write tries again");
             false
         }
+    }
+}
+
+/// Write the batch's request outcomes; on failure, which job failed. A
+/// failure to close is put on the last outcome's job, so the batch is still
+/// run again without one job at a time.
+fn write_outcomes(txn: &WriteTransaction, jobs: &[Job]) -> Result<(), (usize, StoreError)> {
+    let mut outcomes = super::chat::Outcomes::new(txn);
+    let mut last = None;
+    for (i, job) in jobs.iter().enumerate() {
+        if let Work::Outcome(o) = &job.work {
+            outcomes.apply(o).map_err(|e| (i, e))?;
+            last = Some(i);
+        }
+    }
+    match last {
+        Some(i) => outcomes.close().map_err(|e| (i, e)),
+        None => Ok(()),
     }
 }
 

@@ -534,9 +534,8 @@ impl Store for RedbStore {
         audit::verify(&*self.db.get()?)
     }
 
-    async fn finish_request(&self, mut outcome: RequestOutcome) -> StoreResult<()> {
-        let receipt = outcome.receipt.take();
-        self.writer.write_with_receipt(receipt, move |txn| chat::finish(txn, &outcome)).await
+    async fn finish_request(&self, outcome: RequestOutcome) -> StoreResult<()> {
+        self.writer.finish(outcome).await
     }
 
     fn count_quota(&self, key_id: &str, windows: &[String]) {

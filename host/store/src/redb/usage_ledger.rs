@@ -5,7 +5,7 @@
 
 use async_trait::async_trait;
 use chrono::{DateTime, Utc};
-use redb::{ReadableDatabase, ReadableTable, TableDefinition, TableError, WriteTransaction};
+use redb::{ReadableDatabase, ReadableTable, Table, TableDefinition, TableError, WriteTransaction};
 use serde::{Deserialize, Serialize};
 
 use super::{RedbStore, backend, decode, encode};
@@ -46,29 +46,41 @@ struct StoredRef<'a> {
     c: u64,
 }
 
-/// Append one row, in the request's commit. Keys never go back in time, so
-/// the ledger stays in commit order even if the clock steps back.
-pub fn append(txn: &WriteTransaction, u: &UsageDelta) -> StoreResult<()> {
-    let mut t = txn.open_table(USAGE_LEDGER).map_err(backend)?;
-    let now = Utc::now().timestamp_micros().max(0) as u64;
-    let key = match t.last().map_err(backend)? {
-        Some((k, _)) => {
-            let (micros, seq) = k.value();
-            if micros >= now { (micros, seq + 1) } else { (now, 0) }
-        }
-        None => (now, 0),
-    };
-    let row = StoredRef {
-        u: &u.user_id,
-        k: &u.key_id,
-        g: u.group_id.as_deref(),
-        m: &u.model,
-        r: &u.request_id,
-        p: u.prompt_tokens,
-        c: u.completion_tokens,
-    };
-    t.insert(key, encode(&row)?.as_slice()).map_err(backend)?;
-    Ok(())
+/// The ledger's table, open for a group commit's rows: the last key is read
+/// once, and the rows of the batch follow it.
+pub struct Appender<'t> {
+    table: Table<'t, (u64, u64), &'static [u8]>,
+    last: Option<(u64, u64)>,
+}
+
+impl<'t> Appender<'t> {
+    pub fn open(txn: &'t WriteTransaction) -> StoreResult<Self> {
+        let table = txn.open_table(USAGE_LEDGER).map_err(backend)?;
+        let last = table.last().map_err(backend)?.map(|(k, _)| k.value());
+        Ok(Appender { table, last })
+    }
+
+    /// Append one row, in the request's commit. Keys never go back in time,
+    /// so the ledger stays in commit order even if the clock steps back.
+    pub fn push(&mut self, u: &UsageDelta) -> StoreResult<()> {
+        let now = Utc::now().timestamp_micros().max(0) as u64;
+        let key = match self.last {
+            Some((micros, seq)) if micros >= now => (micros, seq + 1),
+            _ => (now, 0),
+        };
+        let row = StoredRef {
+            u: &u.user_id,
+            k: &u.key_id,
+            g: u.group_id.as_deref(),
+            m: &u.model,
+            r: &u.request_id,
+            p: u.prompt_tokens,
+            c: u.completion_tokens,
+        };
+        self.table.insert(key, encode(&row)?.as_slice()).map_err(backend)?;
+        self.last = Some(key);
+        Ok(())
+    }
 }
 
 fn cursor_of((micros, seq): (u64, u64)) -> String {
