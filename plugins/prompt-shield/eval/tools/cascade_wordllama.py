@@ -40,6 +40,16 @@ and its recall, FPR and documents-and-long-texts FPR are summed over the
 folds. "Band" is the share of validation texts (all, benign) whose
 calibrated score falls in the band, i.e. that would reach the second model.
 
+The last rows refit the head on validation texts instead of the training
+files: on the four folds of each fit, then held out by group and held out by
+source (the source is the `group`'s first path element), to tell what the
+embeddings learn from the kits' payloads and templates, which recur across
+groups, from what carries to a source the head never saw.
+
+`--pool`: `mean` (the default, described above), `mean-raw` (the package's
+default `embed`, no normalisation), `mean-max` (also each dimension's maximum
+over the tokens, divided by 10).
+
     cargo run --release -p prompt-shield --example calibrate -- --dump /tmp/val_x.jsonl
     pip download --no-deps wordllama==0.4.0.post1 && unzip -q wordllama-0.4.0.post1-*.whl -d /tmp/wl
     python3 eval/tools/cascade_wordllama.py /tmp/val_x.jsonl --wheel /tmp/wl
@@ -169,8 +179,13 @@ def train_head(Z, y, groups):
     return lambda Zv: np.c_[(Zv - mu) / sd, np.ones(len(Zv))] @ w
 
 
-def cascade(X0, h, y, groups, doclong, band, extra=None):
-    """Out-of-fold figures of the band cascade (see the docstring); band=None is the calibration alone."""
+def cascade(X0, h, y, groups, doclong, band, extra=None, Zv=None):
+    """Out-of-fold figures of the band cascade (see the docstring); band=None is the calibration alone.
+
+    With `Zv` (the validation embeddings) the head itself is refitted on the four folds each time
+    instead of on the training files: what the embeddings could add if the head were fitted on
+    texts like the validation split's (the combiner then sees the head's in-sample logits, which
+    if anything overweights the head)."""
     r = {"oof": np.zeros(len(FPRS)), "auc": 0.0, "tp": 0, "fp": 0, "fp_dl": 0, "in_band": 0, "in_band_benign": 0}
     nb, na, ndl = (y < 0.5).sum(), (y > 0.5).sum(), (doclong & (y < 0.5)).sum()
     sw_all = np.where(y > 0.5, 1.0, 3.0)
@@ -180,6 +195,12 @@ def cascade(X0, h, y, groups, doclong, band, extra=None):
         for k in range(5):
             m = fold != k
             c = X0 @ logistic(X0[m], y[m], sw_all[m], 1.0, iters=50)
+            if Zv is not None:
+                mu, sd = Zv[m].mean(axis=0), Zv[m].std(axis=0) + 1e-6
+                Xh = np.c_[(Zv - mu) / sd, np.ones(len(y))]
+                pos = y[m].sum()
+                swh = np.where(y[m] > 0.5, m.sum() / (2 * pos), m.sum() / (2 * (m.sum() - pos)))
+                h = Xh @ logistic(Xh[m], y[m], swh, 100.0)
             s = c.copy()
             if band is not None:
                 lo, hi = band
@@ -208,6 +229,19 @@ def cascade(X0, h, y, groups, doclong, band, extra=None):
         "balanced": (r["tp"] / na, r["fp"] / nb, r["fp_dl"] / ndl),
         "band": (r["in_band"] / len(y), r["in_band_benign"] / nb),
     }
+
+
+def held_out_head(Zv, y, fold):
+    """Each validation text's head logit from a head fitted on the validation texts of the other folds."""
+    h = np.zeros(len(y))
+    for k in sorted(set(fold)):
+        m = fold != k
+        mu, sd = Zv[m].mean(axis=0), Zv[m].std(axis=0) + 1e-6
+        Xh = np.c_[(Zv - mu) / sd, np.ones(len(y))]
+        pos = y[m].sum()
+        swh = np.where(y[m] > 0.5, m.sum() / (2 * pos), m.sum() / (2 * (m.sum() - pos)))
+        h[~m] = (Xh @ logistic(Xh[m], y[m], swh, 100.0))[~m]
+    return h
 
 
 def main():
@@ -262,6 +296,20 @@ def main():
     for lo, hi in BANDS:
         line(f"cascade, band FPR {lo} .. {hi}", cascade(X0, h, y, groups, doclong, (lo, hi)))
         line(f"cascade +win, band FPR {lo} .. {hi}", cascade(X0, h, y, groups, doclong, (lo, hi), extra=hw))
+    print("  head refitted on the four folds' validation texts (not on the training files):")
+    for lo, hi in BANDS:
+        line(f"cascade, band FPR {lo} .. {hi}", cascade(X0, h, y, groups, doclong, (lo, hi), Zv=Zv))
+    # Whether that gain is the kits' recurring payloads and templates (which recur across groups)
+    # or carries to a source the head never saw: head logits from five folds by group, and from
+    # leave-one-source-out folds, each text scored by a head that did not see its fold.
+    sources = [r["group"].split("/")[0] for r in val]
+    h_grp = held_out_head(Zv, y, np.array([fnv(f"head/{g}") % 5 for g in groups]))
+    h_src = held_out_head(Zv, y, np.array([fnv(s) % 997 for s in sources]))
+    print(f"  validation-fitted head alone, held out by group:  AUC {auc(h_grp, y):.4f}, recall at FPR .01 / .02 / .05 " + " / ".join(f"{recall_at(h_grp, y, f):.3f}" for f in (0.01, 0.02, 0.05)))
+    print(f"  validation-fitted head alone, held out by source: AUC {auc(h_src, y):.4f}, recall at FPR .01 / .02 / .05 " + " / ".join(f"{recall_at(h_src, y, f):.3f}" for f in (0.01, 0.02, 0.05)))
+    for lo, hi in BANDS[:3]:
+        line(f"by group: band FPR {lo} .. {hi}", cascade(X0, h_grp, y, groups, doclong, (lo, hi)))
+        line(f"by source: band FPR {lo} .. {hi}", cascade(X0, h_src, y, groups, doclong, (lo, hi)))
 
 
 if __name__ == "__main__":
