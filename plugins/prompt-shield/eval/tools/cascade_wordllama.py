@@ -6,13 +6,15 @@ calibrated score (`src/calibrate.rs`) is near the `balanced` threshold.
 
 The larger model: PyPI `wordllama` 0.4.0.post1 (MIT, `LICENSE` in the wheel),
 whose wheel holds `wordllama/weights/l2_supercat_256.safetensors` (a 32,000 x
-256 float16 token-embedding table cut from Llama-2-family models) and
+256 float16 token-embedding table trained down from the concatenated token
+embeddings of Llama-2-family models, its `l2_supercat` config) and
 `wordllama/tokenizers/l2_supercat_tokenizer_config.json` (the Llama-2 BPE,
 32,000 tokens, byte fallback). A text is embedded as the package's
 `WordLlamaInference.embed` does (tokenised without special tokens, each
 token's row looked up, the rows averaged), with two choices of ours: the
-first 1,024 tokens only (the package trained its table with `max_length`
-1024; 6,000 characters of English are about 1,500 tokens) and the average
+first 1,024 tokens only (the package's training-time embedding class
+truncates there, its `l2_supercat` training config at 256; 6,000 characters
+of English are about 1,500 tokens) and the average
 normalised to unit length (the package's `norm=True`). Besides the whole
 text's embedding, windows of 128 tokens at stride 64 over those 1,024 tokens
 are embedded the same way, and the head's largest window logit is kept (a
