@@ -30,8 +30,12 @@
 //! failed commit is answered with its error, never run again (its fate on
 //! disk is redb's to settle on reopen, and a second run could apply it twice).
 //!
-//! Each write is a closure that must check its preconditions before it
-//! changes anything. If one of them fails anyway, the transaction is thrown
+//! A chat request's outcome is queued as data ([`GroupCommit::finish`]), not
+//! as a closure: the writer applies all the outcomes of a batch first, with
+//! each table they write opened once (`chat::Outcomes`), then the batch's
+//! other writes.
+//!
+//! Each write must check its preconditions before it changes anything. If one of them fails anyway, the transaction is thrown
 //! away and the batch is run again without it, so a failed write never leaves
 //! half of itself behind and never takes its neighbours down with it.
 
