@@ -104,9 +104,14 @@ class Net:
         self.E = r.uniform(-0.1, 0.1, (B, dim)).astype(np.float32)
         self.W1 = (r.standard_normal((dim + HAND, hidden)) * np.sqrt(2 / (dim + HAND))).astype(np.float32)
         self.b1 = np.zeros(hidden, np.float32)
-        self.w2 = (r.standard_normal(hidden) * np.sqrt(1 / hidden)).astype(np.float32)
+        self.w2 = (r.standard_normal(hidden) * np.sqrt(1 / max(hidden, 1))).astype(np.float32)
         self.b2 = np.float32(-1.0)
-        self.dense = ["W1", "b1", "w2", "b2"]
+        # hidden 0: no hidden layer, a logistic output over the bag and the hand features (the
+        # detector's model family, trained the same way, for comparison).
+        self.linear = hidden == 0
+        if self.linear:
+            self.w2 = np.r_[np.ones(dim), np.zeros(HAND)].astype(np.float32)
+        self.dense = ["w2", "b2"] if self.linear else ["W1", "b1", "w2", "b2"]
         self.m = {k: np.zeros_like(np.asarray(getattr(self, k))) for k in self.dense + ["E"]}
         self.v = {k: np.zeros_like(np.asarray(getattr(self, k))) for k in self.dense + ["E"]}
         self.t = 0
@@ -118,6 +123,8 @@ class Net:
             starts = np.r_[0, np.flatnonzero(np.diff(seg)) + 1]
             P[seg[starts]] = np.add.reduceat(self.E[bucket] * val[:, None], starts, axis=0)
         X = np.c_[P, hand]
+        if self.linear:
+            return X @ self.w2 + self.b2, (X, X, X)
         A = X @ self.W1 + self.b1
         H = np.maximum(A, 0)
         z = H @ self.w2 + self.b2
@@ -128,10 +135,13 @@ class Net:
         p = 1 / (1 + np.exp(-np.clip(z, -30, 30)))
         gz = ((p - y) * sw / sw.sum()).astype(np.float32)
         g = {"w2": H.T @ gz, "b2": gz.sum()}
-        gA = np.outer(gz, self.w2) * (A > 0)
-        g["W1"] = X.T @ gA
-        g["b1"] = gA.sum(axis=0)
-        gX = gA @ self.W1.T
+        if self.linear:
+            gX = np.outer(gz, self.w2)
+        else:
+            gA = np.outer(gz, self.w2) * (A > 0)
+            g["W1"] = X.T @ gA
+            g["b1"] = gA.sum(axis=0)
+            gX = gA @ self.W1.T
         gP = gX[:, : self.E.shape[1]]
         # Embedding rows touched by the batch: contributions summed per bucket.
         order = np.argsort(bucket, kind="stable")
@@ -160,7 +170,7 @@ class Net:
         return out
 
     def params(self):
-        return self.E.size + self.W1.size + self.b1.size + self.w2.size + 1
+        return self.E.size + (0 if self.linear else self.W1.size + self.b1.size) + self.w2.size + 1
 
 
 def train(dump, dim, hidden, pool, epochs, lr, seed):
@@ -261,7 +271,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("feats", help="the directory examples/dump_features.rs wrote")
     ap.add_argument("calib", help="examples/calibrate.rs --dump FILE (validation rows)")
-    ap.add_argument("--sizes", default="16x16,16x64,32x32,32x64", help="embedding dim x hidden units, comma-separated")
+    ap.add_argument("--sizes", default="16x16,16x64,32x32,32x64", help="embedding dim x hidden units, comma-separated (1x0: one weight per bucket, no hidden layer)")
     ap.add_argument("--pool", choices=["mean", "sqrt"], default="mean")
     ap.add_argument("--epochs", type=int, default=12)
     ap.add_argument("--lr", type=float, default=3e-3)
