@@ -18,7 +18,10 @@ benign texts). Early stopping on training sources held out by source family
 (a source and its `-injected` copy together; the families whose FNV hash
 is 0 mod 5): the epoch with the lowest class-balanced log loss there is
 kept (their ROC-AUC is 0.99+ from the first epoch), at most `--epochs`,
-stopping after three epochs without a better one. Deterministic (seeded numpy generator; one thread gives the
+stopping after three epochs without a better one. `--sizes 1x0` is the
+same bag with one weight per bucket and no hidden layer (the detector's
+model family under this recipe), the comparison that isolates the hidden
+layer. Deterministic (seeded numpy generator; one thread gives the
 same bits).
 
 On validation: the model's score on the whole text, and `max(whole, best
@@ -36,7 +39,7 @@ repetitions).
 
     cargo run --release -p prompt-shield --example dump_features -- /tmp/feats
     cargo run --release -p prompt-shield --example calibrate -- --dump /tmp/val_x.jsonl
-    python3 eval/tools/hidden_layer.py /tmp/feats /tmp/val_x.jsonl [--sizes 16x16,32x32] [--pool mean|sqrt]
+    python3 eval/tools/hidden_layer.py /tmp/feats /tmp/val_x.jsonl [--sizes 16x16,1x0] [--pool mean|sqrt] [--lr 3e-3] [--seed 11]
 
 Needs numpy.
 """
@@ -273,7 +276,7 @@ def main():
     ap.add_argument("calib", help="examples/calibrate.rs --dump FILE (validation rows)")
     ap.add_argument("--sizes", default="16x16,16x64,32x32,32x64", help="embedding dim x hidden units, comma-separated (1x0: one weight per bucket, no hidden layer)")
     ap.add_argument("--pool", choices=["mean", "sqrt"], default="mean")
-    ap.add_argument("--epochs", type=int, default=12)
+    ap.add_argument("--epochs", type=int, default=30)
     ap.add_argument("--lr", type=float, default=3e-3)
     ap.add_argument("--seed", type=int, default=11)
     args = ap.parse_args()
