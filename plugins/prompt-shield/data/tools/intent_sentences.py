@@ -141,6 +141,22 @@ def tidy(s):
     return s[:1].upper() + s[1:] if rng.random() < 0.5 else s
 
 
+def first_sentences(templates, rules, lists, n):
+    """The first `n` distinct sentences of 8+ characters that `templates` expand to, in order; a
+    template that does not expand is skipped."""
+    got = []
+    for t in templates:
+        try:
+            s = tidy(expand(t, rules, lists))
+        except (Open, ValueError, IndexError):
+            continue
+        if len(s) >= 8 and s not in got:
+            got.append(s)
+        if len(got) == n:
+            break
+    return got
+
+
 def home_assistant():
     out = []
     for f in sorted(glob.glob(os.path.join(SRC, "x/home_assistant_intents/home_assistant_intents/data/*.json"))):
@@ -148,16 +164,7 @@ def home_assistant():
         d = json.load(open(f, encoding="utf-8"))
         templates = [s for name in sorted(d["intents"]) for block in d["intents"][name]["data"] for s in block["sentences"]]
         rng.shuffle(templates)
-        got = []
-        for t in templates:
-            try:
-                s = tidy(expand(t, d.get("expansion_rules", {}), d.get("lists", {})))
-            except (Open, ValueError, IndexError):
-                continue
-            if len(s) >= 8 and s not in got:
-                got.append(s)
-            if len(got) == HA_PER_LANGUAGE:
-                break
+        got = first_sentences(templates, d.get("expansion_rules", {}), d.get("lists", {}), HA_PER_LANGUAGE)
         out += [(f"ha-{lang}", s) for s in got]
     return out
 
@@ -177,16 +184,7 @@ def ovos():
     for lang in sorted(by_lang):
         lines = sorted(set(by_lang[lang]))
         rng.shuffle(lines)
-        got = []
-        for t in lines:
-            try:
-                s = tidy(expand(t, {}, {}))
-            except (Open, ValueError, IndexError):
-                continue
-            if len(s) >= 8 and s not in got:
-                got.append(s)
-            if len(got) == OVOS_PER_LANGUAGE:
-                break
+        got = first_sentences(lines, {}, {}, OVOS_PER_LANGUAGE)
         out += [(f"ovos-{lang}", s) for s in got]
     return out
 

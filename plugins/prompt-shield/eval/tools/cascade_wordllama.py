@@ -69,12 +69,13 @@ import numpy as np
 from safetensors import safe_open
 from tokenizers import Tokenizer
 
+from scoring import FPRS, auc, fnv, folds, logistic, recall_at, threshold_at
+
 CRATE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 WEIGHTS = "wordllama/weights/l2_supercat_256.safetensors"
 TOKENIZER = "wordllama/tokenizers/l2_supercat_tokenizer_config.json"
 MAX_TOKENS = 1024
 WIN, STRIDE = 128, 64
-FPRS = [0.005, 0.01, 0.015, 0.02, 0.03, 0.05]
 BANDS = [(0.05, 0.005), (0.10, 0.003), (0.20, 0.002), (0.40, 0.001), (1.0, 0.0)]
 
 
@@ -118,46 +119,6 @@ def unit(v):
     return v / n if n > 0 else v
 
 
-def fnv(s):
-    h = 0xCBF29CE484222325
-    for c in s.encode():
-        h = ((h ^ c) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return h
-
-
-def logistic(X, y, sw, l2, iters=30):
-    """Newton's method; no penalty on the last column (the intercept)."""
-    w = np.zeros(X.shape[1])
-    pen = np.full(X.shape[1], l2)
-    pen[-1] = 1e-6
-    for _ in range(iters):
-        z = np.clip(X @ w, -50, 50)
-        p = 1 / (1 + np.exp(-z))
-        g = X.T @ ((p - y) * sw) + pen * w
-        H = (X * (p * (1 - p) * sw)[:, None]).T @ X + np.diag(pen)
-        step = np.linalg.solve(H, g)
-        w -= step
-        if np.abs(step).max() < 1e-8:
-            break
-    return w
-
-
-def recall_at(s, y, fpr):
-    b = np.sort(s[y < 0.5])[::-1]
-    return (s[y > 0.5] >= b[int(np.floor(fpr * len(b)))] + 1e-9).mean()
-
-
-def threshold_at(s, y, fpr):
-    b = np.sort(s[y < 0.5])[::-1]
-    return b[int(np.floor(fpr * len(b)))] + 1e-9
-
-
-def auc(s, y):
-    a, b = np.sort(s[y > 0.5]), np.sort(s[y < 0.5])
-    lo, hi = np.searchsorted(b, a, "left"), np.searchsorted(b, a, "right")
-    return (lo + 0.5 * (hi - lo)).sum() / (len(a) * len(b))
-
-
 def train_head(Z, y, groups):
     """Standardise, choose L2 by 5-fold CV on the training data (folds by group), refit on all."""
     mu, sd = Z.mean(axis=0), Z.std(axis=0) + 1e-6
@@ -171,12 +132,12 @@ def train_head(Z, y, groups):
         o = np.zeros(n)
         for k in range(5):
             m = fold != k
-            o[~m] = X[~m] @ logistic(X[m], y[m], sw[m], l2)
+            o[~m] = X[~m] @ logistic(X[m], y[m], sw[m], l2, iters=30)
         a = auc(o, y)
         print(f"  L2 {l2:<7} AUC {a:.4f}  " + " / ".join(f"{recall_at(o, y, f):.3f}" for f in (0.01, 0.02, 0.05)))
         if best is None or a > best[0]:
             best = (a, l2)
-    w = logistic(X, y, sw, best[1])
+    w = logistic(X, y, sw, best[1], iters=30)
     print(f"  chosen L2 {best[1]}")
     return lambda Zv: np.c_[(Zv - mu) / sd, np.ones(len(Zv))] @ w
 
@@ -192,7 +153,7 @@ def cascade(X0, h, y, groups, doclong, band, extra=None, Zv=None):
     nb, na, ndl = (y < 0.5).sum(), (y > 0.5).sum(), (doclong & (y < 0.5)).sum()
     sw_all = np.where(y > 0.5, 1.0, 3.0)
     for rep in range(10):
-        fold = np.array([fnv(f"{rep}/{g}") % 5 for g in groups])
+        fold = folds(groups, rep)
         o = np.zeros(len(y))
         for k in range(5):
             m = fold != k
@@ -202,7 +163,7 @@ def cascade(X0, h, y, groups, doclong, band, extra=None, Zv=None):
                 Xh = np.c_[(Zv - mu) / sd, np.ones(len(y))]
                 pos = y[m].sum()
                 swh = np.where(y[m] > 0.5, m.sum() / (2 * pos), m.sum() / (2 * (m.sum() - pos)))
-                h = Xh @ logistic(Xh[m], y[m], swh, 100.0)
+                h = Xh @ logistic(Xh[m], y[m], swh, 100.0, iters=30)
             s = c.copy()
             if band is not None:
                 lo, hi = band
@@ -212,7 +173,7 @@ def cascade(X0, h, y, groups, doclong, band, extra=None, Zv=None):
                 cols = [c, h] + ([extra] if extra is not None else [])
                 Xc = np.c_[tuple(cols) + (np.ones(len(y)),)]
                 mb = m & inb
-                wc = logistic(Xc[mb], y[mb], sw_all[mb], 1.0)
+                wc = logistic(Xc[mb], y[mb], sw_all[mb], 1.0, iters=30)
                 comb = np.clip(Xc @ wc, -100, 100)
                 s = np.where(c < t_lo, c - 1e4, np.where(c >= t_hi, c + 1e4, comb))
                 r["in_band"] += inb[~m].sum() / 10
@@ -242,7 +203,7 @@ def held_out_head(Zv, y, fold):
         Xh = np.c_[(Zv - mu) / sd, np.ones(len(y))]
         pos = y[m].sum()
         swh = np.where(y[m] > 0.5, m.sum() / (2 * pos), m.sum() / (2 * (m.sum() - pos)))
-        h[~m] = (Xh @ logistic(Xh[m], y[m], swh, 100.0))[~m]
+        h[~m] = (Xh @ logistic(Xh[m], y[m], swh, 100.0, iters=30))[~m]
     return h
 
 

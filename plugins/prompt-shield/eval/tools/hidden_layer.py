@@ -50,32 +50,10 @@ import os
 
 import numpy as np
 
+from scoring import FPRS, auc, fnv, folds, logistic, recall_at, threshold_at
+
 B = 1 << 17
 HAND = 9
-FPRS = [0.005, 0.01, 0.015, 0.02, 0.03, 0.05]
-
-
-def fnv(s):
-    h = 0xCBF29CE484222325
-    for c in s.encode():
-        h = ((h ^ c) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return h
-
-
-def recall_at(s, y, fpr):
-    b = np.sort(s[y < 0.5])[::-1]
-    return (s[y > 0.5] >= b[int(np.floor(fpr * len(b)))] + 1e-9).mean()
-
-
-def threshold_at(s, y, fpr):
-    b = np.sort(s[y < 0.5])[::-1]
-    return b[int(np.floor(fpr * len(b)))] + 1e-9
-
-
-def auc(s, y):
-    a, b = np.sort(s[y > 0.5]), np.sort(s[y < 0.5])
-    lo, hi = np.searchsorted(b, a, "left"), np.searchsorted(b, a, "right")
-    return (lo + 0.5 * (hi - lo)).sum() / (len(a) * len(b))
 
 
 class Dump:
@@ -231,27 +209,12 @@ def heldout_scores(dump, net, split, pool):
     return texts, zt, best, comb
 
 
-def logistic(X, y, sw, l2, iters=50):
-    w = np.zeros(X.shape[1])
-    pen = np.full(X.shape[1], l2)
-    pen[-1] = 1e-6
-    for _ in range(iters):
-        p = 1 / (1 + np.exp(-np.clip(X @ w, -50, 50)))
-        g = X.T @ ((p - y) * sw) + pen * w
-        H = (X * (p * (1 - p) * sw)[:, None]).T @ X + np.diag(pen)
-        step = np.linalg.solve(H, g)
-        w -= step
-        if np.abs(step).max() < 1e-8:
-            break
-    return w
-
-
 def out_of_fold(X, y, groups, doclong, sysp, kinds):
     """The calibration refitted out of fold (10 x 5 folds by group) and its `balanced` point."""
     r = {"oof": np.zeros(len(FPRS)), "auc": 0.0, "tp": 0.0, "fp": 0.0, "fp_dl": 0.0, "fp_sys": 0.0, "ind": 0.0, "jb": 0.0}
     sw = np.where(y > 0.5, 1.0, 3.0)
     for rep in range(10):
-        fold = np.array([fnv(f"{rep}/{g}") % 5 for g in groups])
+        fold = folds(groups, rep)
         o = np.zeros(len(y))
         for k in range(5):
             m = fold != k

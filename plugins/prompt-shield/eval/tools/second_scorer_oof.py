@@ -31,10 +31,11 @@ import unicodedata
 
 import numpy as np
 
+from scoring import FPRS, auc, folds, logistic, recall_at
+
 CRATE = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 B = 1 << 16
 SYSTEM_SOURCES = {"deepeval", "langchain", "trulens_feedback", "ragas", "dspy", "haystack_ai", "semantic_kernel", "gpt-engineer", "templated-sysprompt"}
-FPRS = [0.005, 0.01, 0.015, 0.02, 0.03, 0.05]
 _cache = {}
 
 
@@ -72,44 +73,14 @@ def train(rows, wneg, bias):
     return lambda t: bias + (avg[feats(t)[0]] * feats(t)[1]).sum()
 
 
-def fnv(s):
-    h = 0xCBF29CE484222325
-    for c in s.encode():
-        h = ((h ^ c) * 0x100000001B3) & 0xFFFFFFFFFFFFFFFF
-    return h
-
-
-def fit(X, y):
-    w = np.zeros(X.shape[1])
-    sw = np.where(y > 0.5, 1.0, 3.0)
-    l2 = np.ones(X.shape[1])
-    l2[-1] = 1e-6
-    for _ in range(50):
-        p = 1 / (1 + np.exp(-X @ w))
-        g = X.T @ ((p - y) * sw) + l2 * w
-        H = (X * (p * (1 - p) * sw)[:, None]).T @ X + np.diag(l2)
-        w -= np.linalg.solve(H, g)
-    return w
-
-
-def recall_at(s, y, fpr):
-    b = np.sort(s[y < 0.5])[::-1]
-    return (s[y > 0.5] >= b[int(np.floor(fpr * len(b)))] + 1e-9).mean()
-
-
-def auc(s, y):
-    a, b = s[y > 0.5], s[y < 0.5]
-    return ((a[:, None] > b[None, :]).sum() + 0.5 * (a[:, None] == b[None, :]).sum()) / (len(a) * len(b))
-
-
 def out_of_fold(X, y, groups):
     r = np.zeros(7)
     for rep in range(10):
-        fold = np.array([fnv(f"{rep}/{g}") % 5 for g in groups])
+        fold = folds(groups, rep)
         o = np.zeros(len(y))
         for k in range(5):
             m = fold != k
-            o[~m] = X[~m] @ fit(X[m], y[m])
+            o[~m] = X[~m] @ logistic(X[m], y[m], np.where(y[m] > 0.5, 1.0, 3.0), 1.0)
         r[:6] += np.array([recall_at(o, y, f) for f in FPRS]) / 10
         r[6] += auc(o, y) / 10
     return r
