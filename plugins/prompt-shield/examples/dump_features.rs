@@ -100,19 +100,6 @@ fn whole(text: &str) -> (Vec<u32>, [f32; HAND], usize) {
     (g, features::hand_features(&norm), text.chars().count())
 }
 
-/// The trainer's windows of a long benign text (`examples/train/main.rs`).
-fn train_windows(text: &str) -> Vec<String> {
-    let chars: Vec<char> = text.chars().collect();
-    let (w, step) = (256, 256);
-    let mut out = Vec::new();
-    let mut start = 0;
-    while chars.len() > w * 2 && start + w <= chars.len() {
-        out.push(chars[start..start + w].iter().collect());
-        start += step;
-    }
-    out
-}
-
 fn main() {
     let dir = std::env::args().nth(1).expect("usage: dump_features DIR");
     let dir = Path::new(&dir);
@@ -130,7 +117,7 @@ fn main() {
             let id = w.row(&Meta { split: "train", role: "text", parent: w.rows, row: &v, chars, hand }, g);
             let benign = v["label"].as_i64() != Some(1);
             let extra = decode::payloads(text).into_iter().map(|t| ("payload", t));
-            let wins = if benign { train_windows(text) } else { Vec::new() };
+            let wins = if benign { inputs::windows(text) } else { Vec::new() };
             for (role, t) in extra.chain(wins.into_iter().map(|t| ("window", t))) {
                 let (g, hand, chars) = whole(&t);
                 w.row(&Meta { split: "train", role, parent: id, row: &v, chars, hand }, g);

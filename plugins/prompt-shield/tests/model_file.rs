@@ -5,6 +5,7 @@
 //! here with the command that retrains.
 
 #[path = "../examples/train/inputs.rs"]
+#[expect(dead_code, reason = "the trainer's windows are its own; this test reads only the manifest")]
 mod inputs;
 
 use std::path::Path;

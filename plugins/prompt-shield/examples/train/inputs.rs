@@ -33,6 +33,21 @@ pub fn data_files(root: &Path) -> Vec<PathBuf> {
     files
 }
 
+/// Windows of long benign texts, trained as benign beside the text, so that a
+/// benign document's best window (which the detector also scores, see
+/// `model.rs`) is not an attack to the model.
+pub fn windows(text: &str) -> Vec<String> {
+    let chars: Vec<char> = text.chars().collect();
+    let (w, step) = (256, 256);
+    let mut out = Vec::new();
+    let mut start = 0;
+    while chars.len() > w * 2 && start + w <= chars.len() {
+        out.push(chars[start..start + w].iter().collect());
+        start += step;
+    }
+    out
+}
+
 /// SHA-256 of `bytes`.
 pub fn sha256(bytes: &[u8]) -> [u8; 32] {
     Sha256::digest(bytes).into()

@@ -50,20 +50,6 @@ fn featurise(text: &str) -> (Vec<(u32, f32)>, [f32; HAND]) {
     (sparse, features::hand_features(&norm))
 }
 
-/// Windows of long benign texts, so that a benign document's best window
-/// (which the detector also scores, see `model.rs`) is trained as benign.
-fn windows(text: &str) -> Vec<String> {
-    let chars: Vec<char> = text.chars().collect();
-    let (w, step) = (256, 256);
-    let mut out = Vec::new();
-    let mut start = 0;
-    while chars.len() > w * 2 && start + w <= chars.len() {
-        out.push(chars[start..start + w].iter().collect());
-        start += step;
-    }
-    out
-}
-
 /// (text, label) of every line of the training files.
 fn load(root: &Path) -> Vec<(String, f32)> {
     let mut rows = Vec::new();
@@ -277,7 +263,7 @@ fn main() {
         let mut texts = vec![text.clone()];
         texts.extend(decode::payloads(text));
         if *label == 0.0 {
-            texts.extend(windows(text));
+            texts.extend(inputs::windows(text));
         }
         for t in texts {
             let (sparse, hand) = featurise(&t);
